@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/policy"
+)
+
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+const usage = `usage: undoctl COMMAND [flags]
+
+commands:
+  explain [--json] [--policy FILE] [-C DIR] 'CMD'
+                       how undosh would protect CMD, with every reason
+  explain --json-lines read one JSON-encoded command per line on stdin,
+                       write one JSON decision per line
+  policy check FILE    validate a policy file and run its examples
+  policy default       print the embedded default policy
+  version              print the version
+
+common flags:
+  -C DIR               the workspace (default: the working directory)
+  --state DIR          the state directory (default: $UNDOSH_STATE_DIR,
+                       /var/lib/undosh for root, ~/.local/state/undosh)
+  --policy FILE        the policy (default: $UNDOSH_POLICY, then
+                       /etc/undosh/policy.yaml, then the embedded default)
+`
+
+// version is set by the build.
+var version = "devel"
+
+func run(args []string, io stdio, getenv func(string) string) int {
+	err := dispatch(args, io, getenv)
+	if err != nil {
+		report(io.err, err)
+	}
+	return exit.Code(err)
+}
+
+// report prints an error as `undoctl: error: …`, with a hint when there is one.
+func report(w io.Writer, err error) {
+	var le *policy.LoadError
+	var ee *classify.ExamplesError
+	switch {
+	case errors.As(err, &le):
+		fmt.Fprintf(w, "undoctl: error: %s\n", le.Error())
+		if le.Hint != "" {
+			fmt.Fprintf(w, "undoctl: hint: %s\n", le.Hint)
+		}
+	case errors.As(err, &ee):
+		for _, f := range ee.Failures {
+			fmt.Fprintf(w, "undoctl: error: %s\n", f.Error())
+		}
+		fmt.Fprintf(w, "undoctl: hint: fix the rule that decides it, or the example; `undoctl explain --policy FILE 'CMD'` shows every reason\n")
+	default:
+		fmt.Fprintf(w, "undoctl: error: %v\n", err)
+	}
+}
+
+func dispatch(args []string, io stdio, getenv func(string) string) error {
+	if len(args) == 0 {
+		fmt.Fprint(io.err, usage)
+		return &exit.UsageError{Msg: "no command given"}
+	}
+	switch args[0] {
+	case "explain":
+		return explain(args[1:], io, getenv)
+	case "policy":
+		return policyCmd(args[1:], io, getenv)
+	case "version", "--version":
+		fmt.Fprintf(io.out, "undoctl %s\n", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(io.out, usage)
+		return nil
+	}
+	fmt.Fprint(io.err, usage)
+	return &exit.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0])}
+}
+
+// common holds the flags every command takes.
+type common struct {
+	dir, stateDir, policy string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dir, "C", "", "the workspace directory")
+	fs.StringVar(&c.stateDir, "state", "", "the state directory")
+	fs.StringVar(&c.policy, "policy", "", "the policy file")
+}
+
+// parse parses flags that may come before or after the operands.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var ops []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, &exit.UsageError{Msg: err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return ops, nil
+		}
+		if args[0] == "--" {
+			return append(ops, args[1:]...), nil
+		}
+		ops = append(ops, args[0])
+		args = args[1:]
+	}
+}
+
+// setup resolves the workspace and loads the policy.
+func (c *common) setup(getenv func(string) string) (*policy.Policy, classify.Options, error) {
+	dir := c.dir
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, classify.Options{}, fmt.Errorf("working directory: %w", err)
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, classify.Options{}, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, classify.Options{}, &exit.UsageError{Msg: fmt.Sprintf("-C %s: not a directory", dir)}
+	}
+	sd := state.Dir(c.stateDir, getenv, os.Getuid())
+	cache := ""
+	if sd != "" {
+		cache = filepath.Join(sd, "cache")
+	}
+	p, err := classify.LoadPolicy(classify.PolicyPath(c.policy, getenv), cache)
+	if err != nil {
+		return nil, classify.Options{}, err
+	}
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	env["PWD"] = abs
+	o := classify.Options{Policy: p, Cwd: abs, Env: env}
+	o.Roots = classify.WorkspaceRoots(abs, env["HOME"])
+	return p, o, nil
+}
+
+// output is the JSON form of a decision.
+type output struct {
+	Command string `json:"command"`
+	policy.Decision
+	Error string `json:"error,omitempty"`
+}
+
+func explain(args []string, io stdio, getenv func(string) string) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	lines := fs.Bool("json-lines", false, "read JSON-encoded commands from stdin, one per line")
+	ops, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	_, o, err := c.setup(getenv)
+	if err != nil {
+		return err
+	}
+	if *lines {
+		if len(ops) > 0 {
+			return &exit.UsageError{Msg: "explain --json-lines reads commands from stdin, not arguments"}
+		}
+		return explainLines(io, o)
+	}
+	if len(ops) != 1 {
+		return &exit.UsageError{Msg: "explain takes one command: undoctl explain 'CMD'"}
+	}
+	res := classify.Decide(ops[0], o)
+	if *asJSON {
+		enc := json.NewEncoder(io.out)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(output{Command: ops[0], Decision: res.Decision})
+	}
+	printDecision(io.out, ops[0], res.Decision)
+	return nil
+}
+
+// explainLines decides one JSON-encoded command per input line. A line
+// that is not a JSON string gets the most protective decision and an
+// error, so the output stays aligned with the input.
+func explainLines(io stdio, o classify.Options) error {
+	sc := bufio.NewScanner(io.in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	w := bufio.NewWriter(io.out)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	bad := 0
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var cmd string
+		if err := json.Unmarshal([]byte(line), &cmd); err != nil {
+			bad++
+			out := output{Command: line, Error: fmt.Sprintf("line %d: not a JSON string: %v", n, err),
+				Decision: policy.Decision{Class: policy.Fork, Verdict: policy.Deny, Rollback: policy.RollbackOnFailure,
+					Roots: o.Roots, Reasons: []policy.Reason{}}}
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := enc.Encode(output{Command: cmd, Decision: classify.Decide(cmd, o).Decision}); err != nil {
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d input lines were not JSON strings", bad)
+	}
+	return nil
+}
+
+func printDecision(w io.Writer, cmd string, d policy.Decision) {
+	egress := "no"
+	if d.Egress {
+		egress = "yes"
+	}
+	fmt.Fprintf(w, "command:   %s\n", cmd)
+	fmt.Fprintf(w, "class:     %s%s\n", d.Class, classNote(d.Class))
+	fmt.Fprintf(w, "egress:    %s\n", egress)
+	fmt.Fprintf(w, "verdict:   %s\n", d.Verdict)
+	if d.Condition != "" {
+		fmt.Fprintf(w, "condition: %s\n", d.Condition)
+	}
+	if d.Class == policy.Git {
+		fmt.Fprintf(w, "rollback:  %s\n", d.Rollback)
+	}
+	if d.Verify != "" {
+		fmt.Fprintf(w, "verify:    %s\n", d.Verify)
+	}
+	fmt.Fprintf(w, "workspace: %s\n", strings.Join(d.Roots, ", "))
+	if d.SyntaxErr != "" {
+		fmt.Fprintf(w, "syntax:    %s\n", d.SyntaxErr)
+	}
+	fmt.Fprintf(w, "reasons:\n")
+	for _, r := range d.Reasons {
+		mark := r.Class.String()
+		if r.Egress {
+			mark += "+egress"
+		}
+		if r.Verdict != policy.Run {
+			mark += " " + r.Verdict.String()
+		}
+		fmt.Fprintf(w, "  %-6s %-12s %-20s %s\n", r.Pos, mark, r.Rule, r.Text)
+		if r.Message != "" {
+			fmt.Fprintf(w, "  %-6s %-12s %-20s (%s)\n", "", "", "", r.Message)
+		}
+		if r.At != "" {
+			fmt.Fprintf(w, "  %-6s %-12s %-20s at %s\n", "", "", "", r.At)
+		}
+	}
+}
+
+func classNote(c policy.Class) string {
+	switch c {
+	case policy.None:
+		return " (read-only: runs straight through)"
+	case policy.Git:
+		return " (changes workspace files: checkpoint first)"
+	}
+	return " (changes the machine: runs in a copy)"
+}
+
+func policyCmd(args []string, io stdio, getenv func(string) string) error {
+	if len(args) == 0 {
+		return &exit.UsageError{Msg: "policy needs a subcommand: check FILE, default"}
+	}
+	switch args[0] {
+	case "default":
+		_, err := io.out.Write(policy.DefaultSource())
+		return err
+	case "check":
+		fs := flag.NewFlagSet("policy check", flag.ContinueOnError)
+		ops, err := parse(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(ops) != 1 {
+			return &exit.UsageError{Msg: "policy check takes one file: undoctl policy check FILE"}
+		}
+		p, err := policy.LoadFile(ops[0])
+		if err != nil {
+			return err
+		}
+		if err := classify.CheckExamples(p); err != nil {
+			return err
+		}
+		fmt.Fprintf(io.out, "%s: ok (%d rules, %d path rules, %d examples hold)\n", ops[0], len(p.Rules), len(p.Paths), len(p.Examples))
+		return nil
+	}
+	return &exit.UsageError{Msg: fmt.Sprintf("unknown policy subcommand %q", args[0])}
+}

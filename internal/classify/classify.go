@@ -1,0 +1,232 @@
+// Package classify wires the parser to the policy: it parses one step's
+// source, converts the facts into the policy's input, and decides. It also
+// finds the workspace roots and loads the policy a caller asked for.
+package classify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/undosh/undosh/parser"
+	"github.com/undosh/undosh/policy"
+)
+
+// Options say where a step runs and under which policy.
+type Options struct {
+	Policy *policy.Policy
+	// Cwd is the absolute working directory.
+	Cwd string
+	// Env is the environment the step runs with: HOME, OLDPWD, TMPDIR,
+	// VIRTUAL_ENV and the like resolve paths.
+	Env map[string]string
+	// Roots are the workspace roots; nil means [WorkspaceRoots] of Cwd.
+	Roots []string
+	// ReadFile reads scripts the step runs; nil means [ReadScript].
+	ReadFile func(string) ([]byte, error)
+	// NoScripts stops the parser from reading any file.
+	NoScripts bool
+	// POSIX parses as sh rather than bash.
+	POSIX bool
+}
+
+// Result is a decision and the facts behind it.
+type Result struct {
+	Decision policy.Decision
+	Facts    *parser.Facts
+}
+
+// Decide parses src and decides it under o.Policy.
+func Decide(src string, o Options) Result {
+	read := o.ReadFile
+	if read == nil && !o.NoScripts {
+		read = ReadScript
+	}
+	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX})
+	roots := o.Roots
+	if roots == nil {
+		roots = WorkspaceRoots(o.Cwd, o.Env["HOME"])
+	}
+	d := o.Policy.Decide(Input(facts), policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]})
+	return Result{Decision: d, Facts: facts}
+}
+
+// maxScript bounds the size of a script the parser reads.
+const maxScript = 1 << 20
+
+// ReadScript reads a file for the parser, refusing anything that is not a
+// regular file or is larger than 1 MiB.
+func ReadScript(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	if st.Size() > maxScript {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxScript)
+	}
+	return io.ReadAll(io.LimitReader(f, maxScript))
+}
+
+// Input converts the parser's facts into the policy's input.
+func Input(f *parser.Facts) policy.Input {
+	in := policy.Input{Commands: make([]policy.Command, 0, len(f.Commands))}
+	if f.Err != nil {
+		in.SyntaxError = &policy.Unknown{Pos: f.Err.Pos.String(), Reason: f.Err.Msg}
+	}
+	for _, u := range f.Unknown {
+		in.Unknown = append(in.Unknown, policy.Unknown{Pos: u.Pos.String(), Reason: u.Reason, Text: u.Text})
+	}
+	for _, c := range f.Commands {
+		pc := policy.Command{
+			Pos: c.Pos.String(), Text: c.Text, Sub: c.Sub, Root: c.Root, Shadowed: c.Shadowed,
+			Builtin: c.Builtin, Function: c.Function, WritesKnown: c.WritesKnown, Script: c.Script,
+			Opaque: c.Opaque, SQL: c.SQL, Cwd: c.Cwd, Via: c.Via,
+			Argv: make([]policy.Arg, len(c.Argv)),
+		}
+		for i, a := range c.Argv {
+			pc.Argv[i] = policy.Arg{Value: a.Value, Dynamic: a.Dynamic}
+		}
+		for _, w := range c.Writes {
+			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree})
+		}
+		in.Commands = append(in.Commands, pc)
+	}
+	return in
+}
+
+// WorkspaceRoots returns the workspace of cwd: the top level of the git
+// repository that holds it, else cwd itself; never / or home.
+func WorkspaceRoots(cwd, home string) []string {
+	if cwd == "" {
+		return []string{}
+	}
+	cwd = filepath.Clean(cwd)
+	root := cwd
+	for dir := cwd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			root = dir
+			break
+		}
+		if dir == "/" || dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	if root == "/" || home != "" && root == filepath.Clean(home) {
+		root = cwd
+	}
+	if root == "/" || home != "" && root == filepath.Clean(home) {
+		return []string{}
+	}
+	return []string{root}
+}
+
+// PolicyPath returns the policy file a caller should load: the flag, then
+// $UNDOSH_POLICY, then /etc/undosh/policy.yaml if it exists, else "" for
+// the embedded default.
+func PolicyPath(flag string, getenv func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := getenv("UNDOSH_POLICY"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("/etc/undosh/policy.yaml"); err == nil {
+		return "/etc/undosh/policy.yaml"
+	}
+	return ""
+}
+
+// ExamplesError is a policy whose examples do not hold.
+type ExamplesError struct {
+	Failures []policy.ExampleFailure
+}
+
+func (e *ExamplesError) Error() string {
+	var b strings.Builder
+	for i, f := range e.Failures {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// LoadPolicy loads the policy at name ("" for the embedded default) and
+// checks its examples. A passing check is remembered in cacheDir (if not
+// "") by the hash of the policy's text, so the next load pays nothing.
+func LoadPolicy(name, cacheDir string) (*policy.Policy, error) {
+	if name == "" {
+		return policy.Default(), nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, &policy.LoadError{File: name, Msg: "cannot read the policy: " + errors.Unwrap(err).Error(),
+			Hint: "check the path given by --policy or $UNDOSH_POLICY", Err: err}
+	}
+	p, err := policy.Load(name, data)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.New()
+	sum.Write(policy.DefaultSource())
+	sum.Write([]byte{0})
+	sum.Write(data)
+	key := hex.EncodeToString(sum.Sum(nil))
+	marker := ""
+	if cacheDir != "" {
+		marker = filepath.Join(cacheDir, "policy-ok", key)
+		if _, err := os.Stat(marker); err == nil {
+			return p, nil
+		}
+	}
+	if err := CheckExamples(p); err != nil {
+		return nil, err
+	}
+	if marker != "" {
+		// A cache that cannot be written only costs the next check.
+		if os.MkdirAll(filepath.Dir(marker), 0o755) == nil {
+			_ = os.WriteFile(marker, nil, 0o644)
+		}
+	}
+	return p, nil
+}
+
+// CheckExamples decides every example of p in a neutral place (cwd
+// /work/proj, HOME /home/agent, no files read) and returns an
+// *ExamplesError when any fails.
+func CheckExamples(p *policy.Policy) error {
+	fails := p.CheckExamples(func(cmd string) policy.Decision {
+		return Decide(cmd, ExampleOptions(p)).Decision
+	})
+	if len(fails) > 0 {
+		return &ExamplesError{Failures: fails}
+	}
+	return nil
+}
+
+// ExampleOptions is the neutral place where examples are decided.
+func ExampleOptions(p *policy.Policy) Options {
+	return Options{Policy: p, Cwd: "/work/proj", Env: map[string]string{"HOME": "/home/agent"},
+		Roots: []string{"/work/proj"}, NoScripts: true}
+}
+
+// IsPolicyError reports whether err means the policy itself is broken.
+func IsPolicyError(err error) bool {
+	var le *policy.LoadError
+	var ee *ExamplesError
+	return errors.As(err, &le) || errors.As(err, &ee)
+}

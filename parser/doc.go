@@ -1,0 +1,27 @@
+// Package parser turns shell source into facts about what the source runs,
+// reads and writes, without running any of it.
+//
+// [Parse] walks every simple command of a bash (or POSIX sh) program: through
+// pipelines, lists, subshells, blocks, if/while/for/case, command and process
+// substitutions, here-documents, functions defined and then called, and nested
+// code such as `bash -c STRING`, `eval 'literal'`, `find -exec sh -c` and
+// `xargs sh -c`. Known wrappers (sudo, env, timeout, xargs, find -exec, …) are
+// peeled off by a table that knows each option's arity, so the facts name the
+// program that really runs. Redirection targets and the paths that well-known
+// programs write are resolved against the working directory, followed through
+// cd, pushd and popd where their arguments are literal.
+//
+// Whatever the parser cannot see before the code runs is reported as unknown
+// code ([Facts.Unknown]): a command name that is not literal, eval of a
+// non-literal, ${x@P}, text that bash would evaluate as an array subscript
+// containing a command substitution, and the constructs where bash and
+// mvdan.cc/sh are known to disagree. A parse error is reported with its
+// position in [Facts.Err]; the statements before it are still walked,
+// because bash runs them.
+//
+// The package is pure: it does no exec and no filesystem access, reads no
+// environment and keeps no globals. A caller that wants scripts classified
+// (`bash x.sh`, `source x.sh`, `./x.sh`, `npm run build`) supplies
+// [Options.ReadFile]; the environment that tilde and $VAR resolve against is
+// [Options.Env].
+package parser

@@ -1,0 +1,146 @@
+package parser
+
+import (
+	"fmt"
+)
+
+// Pos is a position in the source given to [Parse]: a 1-based line and
+// column (in bytes). Facts found inside nested code (a `bash -c` string, an
+// eval, a script file) carry the position of the outer word that holds it.
+type Pos struct {
+	Line, Col int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
+
+// Facts is what [Parse] learned about a piece of shell source.
+type Facts struct {
+	// Commands lists every simple command that may run, in source order,
+	// including those in nested code.
+	Commands []Command
+	// Unknown lists every construct whose effect cannot be known before it
+	// runs. Any entry makes the source unknown code.
+	Unknown []Finding
+	// Err is the first syntax error, or nil. Bash runs the statements
+	// before a syntax error, so Commands still holds those.
+	Err *ParseError
+}
+
+// Finding is one construct the parser could not see through.
+type Finding struct {
+	Pos    Pos
+	Reason string // short, for people: "eval of a non-literal"
+	Text   string // the source text concerned
+}
+
+// ParseError is a syntax error with its position.
+type ParseError struct {
+	Name string // the name given in [Options.Name], or ""
+	Pos  Pos
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("%s:%s: %s", e.Name, e.Pos, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Pos, e.Msg)
+}
+
+// Arg is one argument word after quote removal, brace, tilde and known
+// parameter expansion.
+type Arg struct {
+	// Value is the expanded text. For a dynamic argument it is the source
+	// text of the word.
+	Value string
+	// Dynamic is set when the value is only known at run time (an unknown
+	// variable, a command substitution, input that xargs reads).
+	Dynamic bool
+	// Glob is set when the word holds unquoted pattern characters.
+	Glob bool
+}
+
+// Command is one simple command that may run.
+type Command struct {
+	Pos  Pos
+	Text string // source text of the whole simple command
+	// Argv is the command after wrappers are peeled off; Argv[0] is the
+	// program as written (possibly path-qualified).
+	Argv []Arg
+	// Sub is the index in Argv of the subcommand word ("status" in
+	// `git -C x status`), or 0 when the program has none.
+	Sub int
+	// Python is the interpreter that runs a `python -m MODULE` command, or "".
+	Python string
+	// Wrappers names the wrappers that were peeled off, outermost first
+	// ("sudo", "env", "timeout", "xargs", "find -exec", …).
+	Wrappers []string
+	// Root is set when a wrapper runs the program as another user (sudo,
+	// doas, su, runuser).
+	Root bool
+	// Env names the variables set for this command only: prefix
+	// assignments and `env NAME=value`.
+	Env []string
+	// Cwd is the absolute working directory the command runs in, or ""
+	// when cd/pushd could not be followed.
+	Cwd string
+	// Writes lists the paths the command writes: its output redirections,
+	// plus the operands that well-known programs write (rm, cp, tee, sed -i,
+	// …).
+	Writes []Write
+	// WritesKnown is set when the program is one whose writes the parser
+	// knows completely, so Writes is all it writes. For other programs a
+	// caller should assume they may write under Cwd.
+	WritesKnown bool
+	// Shadowed is set when the name may not mean the program it spells: it
+	// is defined as a function or alias in the source, PATH or `hash` was
+	// changed before it, or LD_PRELOAD, BASH_ENV and the like are set.
+	Shadowed bool
+	// Function is set when the name is a function defined in the source;
+	// the function's body is walked as commands of its own.
+	Function bool
+	// Builtin is set for shell builtins and keywords that run in the shell
+	// itself (cd, export, test, …).
+	Builtin bool
+	// Opaque is set when the command runs code the parser could not read:
+	// `bash x.sh` or `source x.sh` of a file it could not open, `python
+	// x.py`, `node app.js`. A caller should treat it as an unknown program.
+	Opaque bool
+	// Stdin is the static text a here-document or here-string feeds the
+	// command, or "".
+	Stdin string
+	// SQL says what the statements given to a database client do:
+	// "read-only", "write" (or unknown), or "" for other programs.
+	SQL string
+	// Script is the path of the script whose text was read and walked for
+	// this command (`bash x.sh`, `./x.sh`, `source x.sh`, `npm run x`), or "".
+	Script string
+	// Via says how nested code was reached ("bash -c", "eval",
+	// "find -exec", "script ./x.sh", …), or "" at the top level.
+	Via string
+	// Depth is the nesting depth: 0 at the top level.
+	Depth int
+}
+
+// Name returns the program name as written, or "" when it is dynamic.
+func (c *Command) Name() string {
+	if len(c.Argv) == 0 || c.Argv[0].Dynamic {
+		return ""
+	}
+	return c.Argv[0].Value
+}
+
+// Write is one path a command writes.
+type Write struct {
+	// Path is the absolute, cleaned path when Resolved; otherwise the
+	// path as written.
+	Path     string
+	Resolved bool
+	// Tree is set when everything under Path may be written (a directory
+	// target such as `tar -C dir`, or a glob).
+	Tree bool
+	// Redirect is set for shell redirections (> >> >| &> <> and exec's).
+	Redirect bool
+	// Append is set for >> and &>>.
+	Append bool
+}

@@ -1,0 +1,879 @@
+package parser
+
+import (
+	"maps"
+	"path"
+	"strconv"
+	"strings"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Options tell [Parse] what it may assume. The zero value parses bash with
+// an unknown working directory, no environment and no script reading.
+type Options struct {
+	// Name is the file name used in parse errors, or "".
+	Name string
+	// POSIX parses the source as POSIX sh instead of bash.
+	POSIX bool
+	// Cwd is the absolute working directory the source starts in. When
+	// empty, relative paths stay unresolved.
+	Cwd string
+	// Env holds the environment that tilde and $NAME expand against
+	// (HOME, OLDPWD, …). Names not in Env and not assigned literally in the
+	// source are dynamic.
+	Env map[string]string
+	// ReadFile, when set, lets the parser read scripts that the source runs
+	// (`bash x.sh`, `./x.sh`, `source x.sh`, package.json for `npm run`) so
+	// that their text is classified too. Paths passed to it are absolute.
+	ReadFile func(path string) ([]byte, error)
+	// MaxDepth bounds nested code (bash -c, eval, scripts). Zero means 8.
+	MaxDepth int
+	// MaxCommands bounds the number of commands recorded. Zero means 10000.
+	// Source that reaches the bound is reported as unknown code.
+	MaxCommands int
+}
+
+// Parse walks src and returns the facts about it. It never panics on any
+// input; a syntax error is reported in [Facts.Err].
+func Parse(src string, opts Options) *Facts {
+	if opts.MaxDepth == 0 {
+		opts.MaxDepth = 8
+	}
+	if opts.MaxCommands == 0 {
+		opts.MaxCommands = 10000
+	}
+	f := &Facts{}
+	w := &walker{
+		opts:  &opts,
+		facts: f,
+		st: &state{
+			cwd:  cleanAbs(opts.Cwd),
+			vars: map[string]string{},
+		},
+		shared: &shared{funcs: map[string]*funcDef{}, calling: map[string]bool{}},
+	}
+	w.cfg = &expand.Config{Env: environ{w}}
+	if opts.Env != nil {
+		w.st.oldpwd = cleanAbs(opts.Env["OLDPWD"])
+	}
+	// A function that is defined but never called by name does not run:
+	// a trap, eval or nested shell that calls it is walked as a call.
+	w.source(src, opts.Name)
+	return f
+}
+
+// walker walks one source text. Nested code gets a walker of its own that
+// shares the facts, the budget and the functions.
+type walker struct {
+	opts   *Options
+	facts  *Facts
+	st     *state
+	shared *shared
+	cfg    *expand.Config
+
+	src   string
+	outer *Pos   // set in nested code: every position becomes *outer
+	via   string // how nested code was reached
+	depth int
+}
+
+type shared struct {
+	funcs    map[string]*funcDef
+	calling  map[string]bool
+	aliases  map[string]string
+	commands int
+	full     bool
+}
+
+type funcDef struct {
+	body *syntax.Stmt
+	w    *walker // walker of the source that defined it (for positions)
+}
+
+// state is what a subshell copies and a sequential list carries forward.
+type state struct {
+	cwd    string // "" when unknown
+	oldpwd string
+	dirs   []string
+	vars   map[string]string // literal values known statically
+	// unknown marks names whose value is not known, hiding opts.Env.
+	unknown map[string]bool
+	// shadow is set once PATH, hash, LD_PRELOAD or the like changed: every
+	// name after it may run something else.
+	shadow bool
+	// args are the positional parameters when they are known (inside a
+	// function called with literal arguments), else nil.
+	args []string
+	// links maps symlinks created by the source (ln -s) to their targets.
+	links map[string]string
+}
+
+func (s *state) clone() *state {
+	c := *s
+	c.vars = maps.Clone(s.vars)
+	c.unknown = maps.Clone(s.unknown)
+	c.dirs = append([]string(nil), s.dirs...)
+	c.links = maps.Clone(s.links)
+	return &c
+}
+
+func (w *walker) lookup(name string) (string, bool) {
+	if v, ok := w.st.vars[name]; ok {
+		return v, true
+	}
+	if w.st.unknown[name] {
+		return "", false
+	}
+	switch name {
+	case "PWD":
+		if w.st.cwd != "" {
+			return w.st.cwd, true
+		}
+		return "", false
+	case "OLDPWD":
+		if w.st.oldpwd != "" {
+			return w.st.oldpwd, true
+		}
+		return "", false
+	case "IFS":
+		return " \t\n", true
+	case "$":
+		// The shell's own pid: /proc/$$ is /proc/self for what the
+		// shell itself opens.
+		return "self", true
+	}
+	if w.st.args != nil {
+		switch name {
+		case "#":
+			return strconv.Itoa(len(w.st.args)), true
+		case "*":
+			return strings.Join(w.st.args, " "), true
+		}
+		if n, err := strconv.Atoi(name); err == nil && n >= 1 {
+			if n <= len(w.st.args) {
+				return w.st.args[n-1], true
+			}
+			return "", true
+		}
+	}
+	if v, ok := w.opts.Env[name]; ok {
+		return v, true
+	}
+	return "", false
+}
+
+func (w *walker) setVar(name, value string, known bool) {
+	if known {
+		w.st.vars[name] = value
+		delete(w.st.unknown, name)
+	} else {
+		delete(w.st.vars, name)
+		if w.st.unknown == nil {
+			w.st.unknown = map[string]bool{}
+		}
+		w.st.unknown[name] = true
+	}
+	if shadowVars[name] || strings.HasPrefix(name, "GIT_") && gitProgramVar(name) {
+		w.st.shadow = true
+	}
+}
+
+// shadowVars are variables that change which program a name runs, or that
+// inject code into every program or shell started after them.
+var shadowVars = map[string]bool{
+	"PATH": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
+	"BASH_ENV": true, "ENV": true, "BASH_LOADABLES_PATH": true, "PYTHONSTARTUP": true,
+	"PYTHONPATH": true, "NODE_OPTIONS": true, "PERL5OPT": true, "PERL5LIB": true,
+	"RUBYOPT": true, "SHELLOPTS": true, "PS4": true, "PROMPT_COMMAND": true, "CDPATH": true,
+	"GCONV_PATH": true, "HOSTALIASES": true, "EDITOR": true, "VISUAL": true, "PAGER": true,
+}
+
+// gitProgramVar reports GIT_* variables that name a program git runs.
+func gitProgramVar(name string) bool {
+	switch name {
+	case "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SSH", "GIT_SSH_COMMAND",
+		"GIT_ASKPASS", "GIT_EXEC_PATH", "GIT_PROXY_COMMAND", "GIT_SEQUENCE_EDITOR",
+		"GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_PARAMETERS",
+		"GIT_CONFIG_COUNT", "GIT_DIR", "GIT_WORK_TREE", "GIT_TEMPLATE_DIR":
+		return true
+	}
+	return strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_")
+}
+
+// source parses and walks one source text.
+func (w *walker) source(src, name string) {
+	w.src = src
+	w.checkRaw(src)
+	variant := syntax.LangBash
+	if w.opts.POSIX {
+		variant = syntax.LangPOSIX
+	}
+	p := syntax.NewParser(syntax.Variant(variant))
+	// StmtsSeq hands over each statement as soon as it is complete, so
+	// the statements before a syntax error are still walked: bash runs
+	// them.
+	var err error
+	for s, e := range p.StmtsSeq(strings.NewReader(src)) {
+		if e != nil {
+			err = e
+			break
+		}
+		w.stmt(s)
+		if w.shared.full {
+			break
+		}
+	}
+	if err == nil {
+		return
+	}
+	pe := &ParseError{Name: name, Msg: err.Error()}
+	var se syntax.ParseError
+	if asParseError(err, &se) {
+		pe.Pos = Pos{int(se.Pos.Line()), int(se.Pos.Col())}
+		pe.Msg = se.Text
+		if se.Incomplete {
+			pe.Msg += " (the input is incomplete)"
+		}
+	} else if lp, ok := err.(syntax.LangError); ok {
+		pe.Pos = Pos{int(lp.Pos.Line()), int(lp.Pos.Col())}
+		pe.Msg = lp.Error()
+	}
+	if w.outer != nil {
+		pe.Msg = w.via + ": " + pe.Msg
+		pe.Pos = *w.outer
+		w.unknown(syntax.Pos{}, "nested code does not parse: "+pe.Msg, src)
+		return
+	}
+	if w.facts.Err == nil {
+		w.facts.Err = pe
+	}
+}
+
+func asParseError(err error, se *syntax.ParseError) bool {
+	switch e := err.(type) {
+	case syntax.ParseError:
+		*se = e
+		return true
+	case *syntax.ParseError:
+		*se = *e
+		return true
+	}
+	return false
+}
+
+// checkRaw flags text where bash and mvdan.cc/sh read the same bytes
+// differently.
+func (w *walker) checkRaw(src string) {
+	// bash joins "$\<newline>(" into "$(" even inside double quotes.
+	if i := strings.Index(src, "$\\\n"); i >= 0 {
+		w.unknownAt(w.posOfOffset(i), "line continuation after $ (bash and the parser disagree)", snippet(src, i))
+	}
+}
+
+func (w *walker) posOfOffset(off int) Pos {
+	if w.outer != nil {
+		return *w.outer
+	}
+	line := 1 + strings.Count(src0(w.src, off), "\n")
+	col := off - strings.LastIndexByte(src0(w.src, off), '\n')
+	return Pos{line, col}
+}
+
+func src0(s string, off int) string {
+	if off > len(s) {
+		off = len(s)
+	}
+	return s[:off]
+}
+
+func snippet(s string, i int) string {
+	end := min(len(s), i+40)
+	return s[i:end]
+}
+
+func (w *walker) pos(p syntax.Pos) Pos {
+	if w.outer != nil {
+		return *w.outer
+	}
+	return Pos{int(p.Line()), int(p.Col())}
+}
+
+func (w *walker) text(n syntax.Node) string {
+	start, end := int(n.Pos().Offset()), int(n.End().Offset())
+	if start < 0 || end > len(w.src) || start > end {
+		return ""
+	}
+	return w.src[start:end]
+}
+
+func (w *walker) unknown(p syntax.Pos, reason, text string) {
+	w.unknownAt(w.pos(p), reason, text)
+}
+
+func (w *walker) unknownAt(p Pos, reason, text string) {
+	if w.via != "" {
+		reason = reason + " (in " + w.via + ")"
+	}
+	w.facts.Unknown = append(w.facts.Unknown, Finding{Pos: p, Reason: reason, Text: text})
+}
+
+// record appends a command, unless the budget is spent.
+func (w *walker) record(c Command) {
+	if w.shared.full {
+		return
+	}
+	w.shared.commands++
+	if w.shared.commands > w.opts.MaxCommands {
+		w.shared.full = true
+		w.unknownAt(c.Pos, "too many commands to analyse", "")
+		return
+	}
+	c.Via = w.via
+	c.Depth = w.depth
+	if w.st.shadow {
+		c.Shadowed = true
+	}
+	w.facts.Commands = append(w.facts.Commands, c)
+}
+
+// nested returns a walker for code found inside src at pos.
+func (w *walker) nested(at syntax.Pos, via string) *walker {
+	p := w.pos(at)
+	n := &walker{opts: w.opts, facts: w.facts, st: w.st, shared: w.shared,
+		outer: &p, via: via, depth: w.depth + 1}
+	if w.via != "" {
+		n.via = w.via + " > " + via
+	}
+	n.cfg = &expand.Config{Env: environ{n}}
+	return n
+}
+
+// code walks src as nested shell code in the current state.
+func (w *walker) code(at syntax.Pos, via, src string) {
+	if w.depth+1 > w.opts.MaxDepth {
+		w.unknown(at, "nested code is too deep to analyse", via)
+		return
+	}
+	n := w.nested(at, via)
+	n.source(src, "")
+	w.st = n.st
+}
+
+// subshell runs fn on a copy of the state, as bash does for ( ), pipelines,
+// substitutions and background jobs.
+func (w *walker) subshell(fn func()) {
+	saved := w.st
+	w.st = saved.clone()
+	fn()
+	w.st = saved
+}
+
+// branch runs fn, which may or may not run (or may run many times), and
+// afterwards forgets the cwd and the variables that fn changed.
+func (w *walker) branch(loop bool, fn func()) {
+	before := w.st.clone()
+	if loop {
+		// A loop body sees the state its previous iteration left. Walk the
+		// body once into a scratch record to learn what it changes, then
+		// walk it for real with those things unknown.
+		facts, sh := w.facts, w.shared
+		w.facts = &Facts{}
+		w.shared = &shared{funcs: sh.funcs, calling: maps.Clone(sh.calling), aliases: sh.aliases}
+		fn()
+		probe := w.st
+		w.facts, w.shared, w.st = facts, sh, before.clone()
+		forgetChanges(w.st, before, probe)
+		before = w.st.clone()
+	}
+	fn()
+	forgetChanges(w.st, before, w.st)
+}
+
+// forgetChanges makes dst forget what differs between before and after.
+func forgetChanges(dst, before, after *state) {
+	if after.cwd != before.cwd {
+		dst.cwd = ""
+	}
+	if after.oldpwd != before.oldpwd {
+		dst.oldpwd = ""
+	}
+	if !equalStrings(after.dirs, before.dirs) {
+		dst.dirs = nil
+	}
+	for name, v := range after.vars {
+		if bv, ok := before.vars[name]; !ok || bv != v {
+			delete(dst.vars, name)
+			if dst.unknown == nil {
+				dst.unknown = map[string]bool{}
+			}
+			dst.unknown[name] = true
+		}
+	}
+	for name := range after.unknown {
+		delete(dst.vars, name)
+		if dst.unknown == nil {
+			dst.unknown = map[string]bool{}
+		}
+		dst.unknown[name] = true
+	}
+	if after.shadow {
+		dst.shadow = true
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *walker) stmts(list []*syntax.Stmt) {
+	for _, s := range list {
+		w.stmt(s)
+	}
+}
+
+func (w *walker) stmt(s *syntax.Stmt) {
+	if w.shared.full || s == nil {
+		return
+	}
+	if s.Background || s.Coprocess {
+		w.subshell(func() { w.stmtCmd(s) })
+		return
+	}
+	w.stmtCmd(s)
+}
+
+func (w *walker) stmtCmd(s *syntax.Stmt) {
+	switch c := s.Cmd.(type) {
+	case nil:
+		// Only redirections: `> file` truncates file.
+		writes := w.redirects(s, nil)
+		w.record(Command{Pos: w.pos(s.Pos()), Text: w.text(s), Writes: writes,
+			WritesKnown: true, Builtin: true, Cwd: w.st.cwd})
+	case *syntax.CallExpr:
+		w.call(s, c)
+	case *syntax.BinaryCmd:
+		switch c.Op {
+		case syntax.Pipe, syntax.PipeAll:
+			w.subshell(func() { w.stmt(c.X) })
+			w.subshell(func() { w.stmt(c.Y) })
+		case syntax.OrStmt:
+			w.stmt(c.X)
+			w.branch(false, func() { w.stmt(c.Y) })
+		default:
+			w.stmt(c.X)
+			w.stmt(c.Y)
+		}
+		w.compoundRedirs(s)
+	case *syntax.Subshell:
+		w.subshell(func() { w.stmts(c.Stmts) })
+		w.compoundRedirs(s)
+	case *syntax.Block:
+		w.stmts(c.Stmts)
+		w.compoundRedirs(s)
+	case *syntax.IfClause:
+		w.branch(false, func() {
+			for ic := c; ic != nil; ic = ic.Else {
+				w.stmts(ic.Cond)
+				w.branch(false, func() { w.stmts(ic.Then) })
+			}
+		})
+		w.compoundRedirs(s)
+	case *syntax.WhileClause:
+		w.branch(true, func() {
+			w.stmts(c.Cond)
+			w.stmts(c.Do)
+		})
+		w.compoundRedirs(s)
+	case *syntax.ForClause:
+		switch l := c.Loop.(type) {
+		case *syntax.WordIter:
+			for _, item := range l.Items {
+				w.subs(item)
+			}
+			if l.Name != nil {
+				w.setVar(l.Name.Value, "", false)
+			}
+		case *syntax.CStyleLoop:
+			w.subs(l.Init)
+			w.subs(l.Cond)
+			w.subs(l.Post)
+		}
+		w.branch(true, func() { w.stmts(c.Do) })
+		w.compoundRedirs(s)
+	case *syntax.CaseClause:
+		w.subs(c.Word)
+		w.branch(false, func() {
+			for _, item := range c.Items {
+				for _, p := range item.Patterns {
+					w.subs(p)
+				}
+				w.branch(false, func() { w.stmts(item.Stmts) })
+			}
+		})
+		w.compoundRedirs(s)
+	case *syntax.FuncDecl:
+		if c.Name != nil {
+			w.shared.funcs[c.Name.Value] = &funcDef{body: c.Body, w: w}
+		}
+	case *syntax.ArithmCmd:
+		w.subs(c.X)
+		w.builtinCmd(s, "((")
+	case *syntax.LetClause:
+		for _, x := range c.Exprs {
+			w.subs(x)
+		}
+		w.builtinCmd(s, "let")
+	case *syntax.TestClause:
+		w.subs(c.X)
+		w.builtinCmd(s, "[[")
+	case *syntax.DeclClause:
+		w.decl(s, c)
+	case *syntax.TimeClause:
+		w.stmt(c.Stmt)
+	case *syntax.CoprocClause:
+		w.subshell(func() { w.stmt(c.Stmt) })
+	case *syntax.TestDecl:
+		w.subs(c.Description)
+		w.stmt(c.Body)
+	default:
+		w.unknown(s.Pos(), "construct the parser does not model", w.text(s))
+	}
+}
+
+// compoundRedirs records the redirections of a compound command, such as
+// `{ …; } > log` or `while …; done < input`.
+func (w *walker) compoundRedirs(s *syntax.Stmt) {
+	if len(s.Redirs) == 0 {
+		return
+	}
+	writes := w.redirects(s, nil)
+	if len(writes) == 0 {
+		return
+	}
+	w.record(Command{Pos: w.pos(s.Pos()), Text: w.text(s), Writes: writes,
+		WritesKnown: true, Builtin: true, Cwd: w.st.cwd})
+}
+
+func (w *walker) builtinCmd(s *syntax.Stmt, name string) {
+	w.record(Command{Pos: w.pos(s.Pos()), Text: w.text(s),
+		Argv: []Arg{{Value: name}}, Builtin: true, WritesKnown: true,
+		Writes: w.redirects(s, nil), Cwd: w.st.cwd})
+}
+
+// subs walks the command and process substitutions inside a node, and
+// flags the expansions that run code the parser cannot see.
+func (w *walker) subs(n syntax.Node) {
+	if n == nil {
+		return
+	}
+	syntax.Walk(n, func(n syntax.Node) bool {
+		switch x := n.(type) {
+		case *syntax.CmdSubst:
+			w.subshell(func() { w.stmts(x.Stmts) })
+			return false
+		case *syntax.ProcSubst:
+			w.subshell(func() { w.stmts(x.Stmts) })
+			return false
+		case *syntax.ParamExp:
+			if x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && x.Exp.Word != nil &&
+				strings.Contains(w.text(x.Exp.Word), "P") {
+				w.unknown(x.Pos(), "${x@P} runs the command substitutions in a value", w.text(x))
+			}
+			if x.Excl && x.Names == 0 && x.Index == nil {
+				w.unknown(x.Pos(), "indirect expansion ${!x} may evaluate a subscript", w.text(x))
+			}
+		case *syntax.ExtGlob:
+			w.unknown(x.Pos(), "extended glob (bash rejects it unless extglob is on; the parser accepts it)", w.text(x))
+		case *syntax.SglQuoted:
+			w.checkLiteral(x.Pos(), x.Value)
+		case *syntax.Lit:
+			w.checkLiteral(x.Pos(), x.Value)
+		}
+		return true
+	})
+}
+
+// checkLiteral flags literal text that bash would run if it is ever
+// evaluated as an arithmetic subscript: i='a[$(cmd)]'; echo $((i)).
+func (w *walker) checkLiteral(p syntax.Pos, s string) {
+	i := strings.IndexByte(s, '[')
+	if i < 0 {
+		return
+	}
+	rest := s[i:]
+	if strings.Contains(rest, "$(") || strings.Contains(rest, "`") {
+		w.unknown(p, "text that bash runs when it is evaluated as a subscript", s)
+	}
+}
+
+// redirects walks the redirections of s (and extra ones, for wrappers) and
+// returns the paths they write.
+func (w *walker) redirects(s *syntax.Stmt, extra []*syntax.Redirect) []Write {
+	var writes []Write
+	for _, r := range append(s.Redirs, extra...) {
+		if r.N != nil && strings.HasPrefix(r.N.Value, "{") {
+			// {var}>file assigns a new fd to var.
+			w.setVar(strings.Trim(r.N.Value, "{}"), "", false)
+		}
+		if r.Hdoc != nil {
+			w.subs(r.Hdoc)
+		}
+		if r.Word == nil {
+			continue
+		}
+		w.subs(r.Word)
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+			continue
+		}
+		args := w.word(r.Word)
+		if len(args) != 1 {
+			writes = append(writes, Write{Path: w.text(r.Word), Redirect: true})
+			continue
+		}
+		a := args[0]
+		target := a.Value
+		switch r.Op {
+		case syntax.DplIn, syntax.DplOut:
+			if !a.Dynamic && (target == "-" || isDigits(strings.TrimSuffix(target, "-"))) {
+				continue // fd duplication or close
+			}
+		}
+		input := r.Op == syntax.RdrIn || r.Op == syntax.DplIn
+		if !a.Dynamic && harmlessDevice(target) {
+			continue
+		}
+		if input && !(strings.HasPrefix(target, "/dev/tcp/") || strings.HasPrefix(target, "/dev/udp/")) {
+			continue
+		}
+		wr := w.resolve(a)
+		wr.Redirect = true
+		wr.Append = r.Op == syntax.AppOut || r.Op == syntax.AppAll
+		writes = append(writes, wr)
+	}
+	return writes
+}
+
+func harmlessDevice(p string) bool {
+	switch p {
+	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero", "/dev/full":
+		return true
+	}
+	if rest, ok := strings.CutPrefix(p, "/dev/fd/"); ok && isDigits(rest) {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(p, "/proc/self/fd/"); ok && isDigits(rest) {
+		return true
+	}
+	return false
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// resolve turns an argument into a Write, resolved against the cwd.
+func (w *walker) resolve(a Arg) Write {
+	return w.followLinks(resolveIn(a, w.st.cwd))
+}
+
+// followLinks rewrites a path through the symlinks the source created.
+func (w *walker) followLinks(wr Write) Write {
+	if !wr.Resolved || len(w.st.links) == 0 {
+		return wr
+	}
+	for p := wr.Path; p != "/" && p != "."; p = path.Dir(p) {
+		if target, ok := w.st.links[p]; ok {
+			wr.Path = path.Join(target, strings.TrimPrefix(wr.Path, p))
+			return wr
+		}
+	}
+	return wr
+}
+
+func resolveIn(a Arg, cwd string) Write {
+	if a.Dynamic {
+		return Write{Path: a.Value}
+	}
+	p := a.Value
+	wr := Write{Path: p}
+	if a.Glob {
+		// Only the literal directory part before the first pattern
+		// character is known; everything under it may be written.
+		i := strings.IndexAny(p, "*?[")
+		p = p[:i]
+		if j := strings.LastIndexByte(p, '/'); j >= 0 {
+			p = p[:j+1]
+		} else {
+			p = ""
+		}
+		wr.Tree = true
+		if p == "" {
+			p = "."
+		}
+	}
+	switch {
+	case strings.HasPrefix(p, "/"):
+		wr.Path, wr.Resolved = path.Clean(p), true
+	case cwd != "":
+		wr.Path, wr.Resolved = path.Join(cwd, p), true
+	}
+	return wr
+}
+
+func cleanAbs(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return ""
+	}
+	return path.Clean(p)
+}
+
+// word expands one word into arguments. A word expands to several when it
+// holds a brace expansion or an unquoted known variable with spaces.
+func (w *walker) word(word *syntax.Word) []Arg {
+	if word == nil {
+		return nil
+	}
+	glob := false
+	dynamic := false
+	for i, part := range word.Parts {
+		switch x := part.(type) {
+		case *syntax.Lit:
+			if strings.ContainsAny(x.Value, "*?[") {
+				glob = true
+			}
+			if i == 0 && strings.HasPrefix(x.Value, "~") {
+				user, _, _ := strings.Cut(x.Value[1:], "/")
+				if user != "" {
+					dynamic = true // ~user needs the password database
+				}
+			}
+		case *syntax.SglQuoted:
+		case *syntax.DblQuoted:
+			for _, p := range x.Parts {
+				if !w.staticPart(p) {
+					dynamic = true
+				}
+			}
+		case *syntax.ExtGlob:
+			glob = true
+		default:
+			if !w.staticPart(part) {
+				dynamic = true
+			}
+		}
+	}
+	if dynamic {
+		return []Arg{{Value: w.text(word), Dynamic: true, Glob: glob}}
+	}
+	if len(word.Parts) == 1 {
+		if lit, ok := word.Parts[0].(*syntax.Lit); ok && !strings.ContainsAny(lit.Value, "\\~{") {
+			return []Arg{{Value: lit.Value, Glob: glob}}
+		}
+	}
+	fields, err := expand.Fields(w.cfg, word)
+	if err != nil {
+		return []Arg{{Value: w.text(word), Dynamic: true, Glob: glob}}
+	}
+	args := make([]Arg, len(fields))
+	for i, f := range fields {
+		args[i] = Arg{Value: f, Glob: glob}
+	}
+	return args
+}
+
+// staticPart reports whether a word part expands to text the parser knows.
+func (w *walker) staticPart(p syntax.WordPart) bool {
+	switch x := p.(type) {
+	case *syntax.Lit, *syntax.SglQuoted:
+		return true
+	case *syntax.ParamExp:
+		if x.Param == nil || x.Excl || x.Index != nil || x.Exp != nil && x.Exp.Op == syntax.OtherParamOps {
+			return false
+		}
+		if x.Param.Value == "@" && w.st.args != nil {
+			return x.Exp == nil && x.Repl == nil && x.Slice == nil && !x.Length
+		}
+		if _, ok := w.lookup(x.Param.Value); !ok {
+			return false
+		}
+		for _, sub := range []*syntax.Word{expWord(x), replWord(x, true), replWord(x, false)} {
+			if sub != nil {
+				for _, sp := range sub.Parts {
+					if !w.staticPart(sp) {
+						return false
+					}
+				}
+			}
+		}
+		return x.Slice == nil
+	case *syntax.DblQuoted:
+		for _, sp := range x.Parts {
+			if !w.staticPart(sp) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func expWord(x *syntax.ParamExp) *syntax.Word {
+	if x.Exp == nil {
+		return nil
+	}
+	return x.Exp.Word
+}
+
+func replWord(x *syntax.ParamExp, orig bool) *syntax.Word {
+	if x.Repl == nil {
+		return nil
+	}
+	if orig {
+		return x.Repl.Orig
+	}
+	return x.Repl.With
+}
+
+// words expands a list of words.
+func (w *walker) words(list []*syntax.Word) []Arg {
+	var args []Arg
+	for _, word := range list {
+		args = append(args, w.word(word)...)
+	}
+	return args
+}
+
+// environ lets mvdan's expander see the variables the walker knows.
+type environ struct{ w *walker }
+
+func (e environ) Get(name string) expand.Variable {
+	if name == "@" && e.w.st.args != nil {
+		return expand.Variable{Set: true, Kind: expand.Indexed, List: e.w.st.args}
+	}
+	v, ok := e.w.lookup(name)
+	if !ok {
+		return expand.Variable{}
+	}
+	return expand.Variable{Set: true, Kind: expand.String, Str: v}
+}
+
+func (e environ) Each(func(string, expand.Variable) bool) {}

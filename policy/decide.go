@@ -1,0 +1,457 @@
+package policy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// Input is what the policy decides on: the facts a parser found in one
+// step's source. The glue fills it from the parser's facts.
+type Input struct {
+	Commands []Command
+	Unknown  []Unknown
+	// SyntaxError is set when the source does not parse.
+	SyntaxError *Unknown
+}
+
+// Unknown is a construct whose effect cannot be known before it runs.
+type Unknown struct {
+	Pos    string // line:col in the source
+	Reason string
+	Text   string
+}
+
+// Arg is one argument word.
+type Arg struct {
+	Value   string
+	Dynamic bool
+}
+
+// Command is one simple command of the step.
+type Command struct {
+	Pos         string
+	Text        string
+	Argv        []Arg
+	Sub         int // index of the subcommand in Argv, or 0
+	Root        bool
+	Shadowed    bool
+	Builtin     bool
+	Function    bool
+	WritesKnown bool
+	Script      string // the script whose text was classified, or ""
+	Opaque      bool   // runs code that could not be read
+	SQL         string // "read-only" or "write" for database clients
+	Cwd         string // "" when unknown
+	Writes      []Write
+	Via         string
+}
+
+// Write is one path a command writes.
+type Write struct {
+	Path     string
+	Resolved bool
+	Tree     bool
+}
+
+// Context is where the step runs.
+type Context struct {
+	Cwd   string
+	Roots []string // workspace roots, absolute
+	Home  string
+}
+
+// Decision is what the policy says about one step.
+type Decision struct {
+	Class      Class    `json:"class"`
+	Egress     bool     `json:"egress"`
+	Verdict    Verdict  `json:"verdict"`
+	Condition  string   `json:"condition,omitempty"`
+	Rollback   string   `json:"rollback"`
+	Verify     string   `json:"verify,omitempty"`
+	Roots      []string `json:"roots"`
+	Reasons    []Reason `json:"reasons"`
+	SyntaxErr  string   `json:"syntax_error,omitempty"`
+	Unresolved int      `json:"-"`
+}
+
+// Reason is one thing that contributed to a decision.
+type Reason struct {
+	Rule    string  `json:"rule"`
+	At      string  `json:"at"`   // policy file:line
+	Pos     string  `json:"pos"`  // line:col in the source
+	Text    string  `json:"text"` // what it is about
+	Class   Class   `json:"class"`
+	Egress  bool    `json:"egress,omitempty"`
+	Verdict Verdict `json:"verdict"`
+	Message string  `json:"message,omitempty"`
+}
+
+// Decide maps the facts of one step to a decision.
+func (p *Policy) Decide(in Input, ctx Context) Decision {
+	d := Decision{Class: None, Verdict: Run, Rollback: p.Rollback, Verify: p.Verify, Roots: ctx.Roots}
+	if d.Roots == nil {
+		d.Roots = []string{}
+	}
+	never := false
+	add := func(r Reason) {
+		d.Reasons = append(d.Reasons, r)
+		d.Class = max(d.Class, r.Class)
+		d.Egress = d.Egress || r.Egress
+		d.Verdict = max(d.Verdict, r.Verdict)
+	}
+	if e := in.SyntaxError; e != nil {
+		d.SyntaxErr = e.Pos + ": " + e.Reason
+		add(Reason{Rule: "unknown_code", At: p.location("classes.unknown_code"), Pos: e.Pos,
+			Text: "syntax error: " + e.Reason, Class: p.UnknownCode})
+	}
+	for _, u := range in.Unknown {
+		text := u.Reason
+		if u.Text != "" && !strings.Contains(u.Reason, u.Text) {
+			text += ": " + clip(u.Text)
+		}
+		add(Reason{Rule: "unknown_code", At: p.location("classes.unknown_code"), Pos: u.Pos,
+			Text: text, Class: p.UnknownCode})
+	}
+	var conditions []string
+	for i := range in.Commands {
+		c := &in.Commands[i]
+		rs, rule := p.command(c, ctx)
+		for _, r := range rs {
+			add(r)
+		}
+		if rule != nil {
+			if rule.Rollback == RollbackNever {
+				never = true
+			}
+			if rule.Verify != "" {
+				d.Verify = rule.Verify
+			}
+			if rule.Verdict == Constrain {
+				cond, verdict := p.constraint(rule, c)
+				if verdict == Deny {
+					add(Reason{Rule: rule.Name, At: rule.At, Pos: c.Pos, Text: cond, Class: None,
+						Egress: rule.Egress, Verdict: Deny, Message: rule.Message})
+				} else if !containsStr(conditions, cond) {
+					conditions = append(conditions, cond)
+				}
+			}
+		}
+	}
+	if never {
+		d.Rollback = RollbackNever
+	}
+	if d.Verdict == Constrain {
+		d.Condition = strings.Join(conditions, "; ")
+	}
+	if d.Reasons == nil {
+		d.Reasons = []Reason{}
+	}
+	return d
+}
+
+func clip(s string) string {
+	s = strings.ReplaceAll(s, "\n", "\\n")
+	if len(s) > 120 {
+		return s[:117] + "..."
+	}
+	return s
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// command decides one command. It returns its reasons and the rule that
+// decided it, if any.
+func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
+	var out []Reason
+	text := clip(c.Text)
+	if len(c.Argv) == 0 || c.Argv[0].Dynamic {
+		// Redirections alone, or a dynamic name (already unknown code).
+		out = append(out, p.writes(c, ctx, None)...)
+		if len(out) == 0 {
+			out = append(out, Reason{Rule: "redirect", At: p.location(""), Pos: c.Pos, Text: text})
+		}
+		return out, nil
+	}
+	name := c.Argv[0].Value
+	base := path.Base(name)
+	var decided *Rule
+	cls := None
+	switch {
+	case c.Function:
+		out = append(out, Reason{Rule: "function", At: p.location(""), Pos: c.Pos,
+			Text: "calls the function " + name + " (its body is classified)"})
+	default:
+		matched, definite := p.rules(c, ctx)
+		for _, r := range matched {
+			cls = max(cls, r.Class)
+			out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: text, Class: r.Class,
+				Egress: r.Egress, Verdict: r.Verdict, Message: r.Message})
+		}
+		if definite != nil {
+			decided = definite
+		}
+		if c.Script != "" {
+			// The script's own commands were classified; the runner
+			// itself adds nothing but its egress and verdict.
+			cls = None
+			for i := range out {
+				out[i].Class = None
+			}
+			out = append(out, Reason{Rule: "script", At: p.location(""), Pos: c.Pos,
+				Text: "reads and classifies " + c.Script})
+			break
+		}
+		switch {
+		case len(matched) == 0 && c.Builtin:
+			out = append(out, Reason{Rule: "builtin", At: p.location(""), Pos: c.Pos, Text: text})
+		case len(matched) == 0:
+			cls = max(cls, p.UnknownProgram)
+			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
+				Pos: c.Pos, Text: "no rule knows " + base + ": " + text, Class: p.UnknownProgram})
+		case c.Opaque && (definite == nil || !definite.Scaffold):
+			cls = max(cls, p.UnknownProgram)
+			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
+				Pos: c.Pos, Text: "runs code the parser could not read: " + text, Class: p.UnknownProgram})
+		case c.Shadowed && !c.Builtin:
+			cls = max(cls, p.UnknownProgram)
+			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
+				Pos: c.Pos, Text: name + " may not be the program it names (a function, alias, PATH or preload changed it)",
+				Class: p.UnknownProgram})
+		case strings.Contains(name, "/") && !p.trusted(name):
+			cls = max(cls, p.UnknownProgram)
+			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
+				Pos: c.Pos, Text: name + " is path-qualified and does not inherit the trust of " + base,
+				Class: p.UnknownProgram})
+		}
+	}
+	out = append(out, p.writes(c, ctx, cls)...)
+	if c.Root {
+		// As root, anything that is not read-only can reach the machine.
+		for _, r := range out {
+			if r.Class > None {
+				out = append(out, Reason{Rule: "root", At: p.location(""), Pos: c.Pos,
+					Text: "runs as root and is not read-only: " + text, Class: Fork})
+				break
+			}
+		}
+	}
+	return out, decided
+}
+
+// rules returns every rule that may match c, in order, up to and including
+// the first that surely matches, which is also returned.
+func (p *Policy) rules(c *Command, ctx Context) ([]*Rule, *Rule) {
+	var out []*Rule
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		m, sure := r.match(c)
+		if !m {
+			continue
+		}
+		out = append(out, r)
+		if sure {
+			return out, r
+		}
+	}
+	return out, nil
+}
+
+// writes classifies the paths c writes. cls is the class the command got
+// from its rules: a git-class program whose writes are not known may write
+// anywhere under its working directory.
+func (p *Policy) writes(c *Command, ctx Context, cls Class) []Reason {
+	var out []Reason
+	for _, w := range c.Writes {
+		out = append(out, p.path(c, ctx, w))
+	}
+	if !c.WritesKnown && cls == Git {
+		if c.Cwd == "" {
+			out = append(out, Reason{Rule: "unresolved_write", At: p.location("classes.unresolved_write"),
+				Pos: c.Pos, Text: "runs in a directory known only at run time: " + clip(c.Text), Class: p.UnresolvedWrite})
+		} else if where := p.where(c.Cwd, ctx); where == "" {
+			out = append(out, Reason{Rule: "outside_write", At: p.location("classes.outside_write"),
+				Pos: c.Pos, Text: "runs in " + c.Cwd + ", outside the workspace", Class: p.OutsideWrite})
+		}
+	}
+	return out
+}
+
+// path classifies one written path.
+func (p *Policy) path(c *Command, ctx Context, w Write) Reason {
+	if !w.Resolved {
+		return Reason{Rule: "unresolved_write", At: p.location("classes.unresolved_write"), Pos: c.Pos,
+			Text: "writes a path known only at run time: " + clip(w.Path), Class: p.UnresolvedWrite}
+	}
+	for i := range p.Paths {
+		r := &p.Paths[i]
+		if r.matches(w.Path) {
+			return Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "writes " + w.Path, Class: r.Class,
+				Egress: r.Egress, Verdict: r.Verdict, Message: r.Message}
+		}
+	}
+	switch p.where(w.Path, ctx) {
+	case "workspace":
+		return Reason{Rule: "workspace", At: p.location("workspace.roots"), Pos: c.Pos,
+			Text: "writes " + w.Path + " in the workspace", Class: Git}
+	case "scratch":
+		return Reason{Rule: "scratch", At: p.location("workspace.scratch"), Pos: c.Pos,
+			Text: "writes " + w.Path + " in a scratch path", Class: Git}
+	}
+	return Reason{Rule: "outside_write", At: p.location("classes.outside_write"), Pos: c.Pos,
+		Text: "writes " + w.Path + ", outside the workspace", Class: p.OutsideWrite}
+}
+
+// where says whether an absolute path lies in the workspace, in a scratch
+// path, or neither ("").
+func (p *Policy) where(abs string, ctx Context) string {
+	for _, r := range ctx.Roots {
+		if within(abs, r) {
+			return "workspace"
+		}
+	}
+	for _, r := range p.Roots {
+		if within(abs, expandHome(r, ctx.Home)) {
+			return "workspace"
+		}
+	}
+	for _, s := range p.Scratch {
+		if within(abs, expandHome(s, ctx.Home)) {
+			return "scratch"
+		}
+	}
+	return ""
+}
+
+func within(p, root string) bool {
+	if root == "" || !strings.HasPrefix(root, "/") {
+		return false
+	}
+	root = path.Clean(root)
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
+}
+
+func expandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home == "" {
+			return ""
+		}
+		return path.Join(home, rest)
+	}
+	return p
+}
+
+func (p *Policy) trusted(name string) bool {
+	dir := path.Dir(name)
+	for _, t := range p.TrustedDirs {
+		if path.Clean(t) == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// constraint evaluates a constrained rule for c: the condition under which
+// it may run, or Deny when it never may.
+func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict) {
+	if r.Constraint != "push" {
+		return r.Constraint, Constrain
+	}
+	var ops []string
+	force := false
+	for _, a := range c.Argv[max(c.Sub, 1)+1:] {
+		v := a.Value
+		switch {
+		case a.Dynamic:
+			ops = append(ops, "")
+		case v == "--force" || v == "-f" || strings.HasPrefix(v, "--force-with-lease") || v == "--mirror" ||
+			v == "--delete" || v == "-d" || v == "--prune" || v == "--all" || v == "--force-if-includes":
+			force = true
+		case strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--") && strings.ContainsAny(v[1:], "fd"):
+			force = true
+		case strings.HasPrefix(v, "-"):
+		default:
+			ops = append(ops, v)
+		}
+	}
+	if force && !p.Egress.AllowForcePush {
+		return "git push that forces, deletes or mirrors is refused", Deny
+	}
+	verify := ""
+	if p.Egress.PushNeedsVerify {
+		verify = " and only after verify passes"
+	}
+	protected := strings.Join(p.Egress.ProtectedBranches, " or ")
+	if len(ops) <= 1 {
+		return "push only when the current branch is not " + protected + verify, Constrain
+	}
+	for _, ref := range ops[1:] {
+		if ref == "" {
+			return "push only when the branch pushed to is not " + protected + verify, Constrain
+		}
+		if strings.HasPrefix(ref, "+") && !p.Egress.AllowForcePush {
+			return "git push of a forced refspec (" + ref + ") is refused", Deny
+		}
+		dst := ref
+		if i := strings.LastIndexByte(ref, ':'); i >= 0 {
+			dst = ref[i+1:]
+			if i == 0 && !p.Egress.AllowForcePush {
+				return "git push that deletes a remote branch (" + ref + ") is refused", Deny
+			}
+		}
+		dst = strings.TrimPrefix(dst, "refs/heads/")
+		if dst == "HEAD" || dst == "@" {
+			return "push only when the current branch is not " + protected + verify, Constrain
+		}
+		for _, b := range p.Egress.ProtectedBranches {
+			if dst == b {
+				return fmt.Sprintf("git push to the protected branch %s is refused", b), Deny
+			}
+		}
+	}
+	return "push" + strings.TrimPrefix(verify, " and"), Constrain
+}
+
+// isLoopback reports whether a URL or host argument names this machine.
+func isLoopback(s string) (host string, loop bool) {
+	h := s
+	if u, err := url.Parse(s); err == nil && u.Host != "" {
+		h = u.Hostname()
+	} else {
+		if i := strings.IndexAny(h, "/"); i >= 0 {
+			h = h[:i]
+		}
+		if at := strings.LastIndexByte(h, '@'); at >= 0 {
+			h = h[at+1:]
+		}
+		if hh, _, err := net.SplitHostPort(h); err == nil {
+			h = hh
+		}
+	}
+	h = strings.Trim(h, "[]")
+	if strings.HasPrefix(s, "file:") || strings.HasPrefix(s, "unix:") {
+		return "", true
+	}
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") || h == "0.0.0.0" || h == "::" {
+		return h, true
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		return h, ip.IsLoopback()
+	}
+	return h, false
+}

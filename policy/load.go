@@ -1,0 +1,775 @@
+package policy
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+//go:embed policy.yaml
+var defaultYAML []byte
+
+// DefaultName is the name the embedded default policy goes by in reasons
+// and errors.
+const DefaultName = "policy.yaml (embedded)"
+
+// DefaultSource returns the text of the embedded default policy.
+func DefaultSource() []byte { return defaultYAML }
+
+var defaultPolicy = sync.OnceValues(func() (*Policy, error) {
+	f, err := parseFile(DefaultName, defaultYAML)
+	if err != nil {
+		return nil, err
+	}
+	p := builtin()
+	f.applyTo(p)
+	p.Files = []string{DefaultName}
+	return p, nil
+})
+
+// Default returns the embedded default policy. Callers must not modify it.
+func Default() *Policy {
+	p, err := defaultPolicy()
+	if err != nil {
+		panic("embedded policy.yaml does not load: " + err.Error())
+	}
+	return p
+}
+
+// builtin is what a policy that sets nothing means.
+func builtin() *Policy {
+	return &Policy{
+		Rollback:        RollbackOnFailure,
+		MaxFileSize:     64 << 20,
+		UnknownProgram:  Git,
+		UnknownCode:     Fork,
+		UnresolvedWrite: Fork,
+		OutsideWrite:    Fork,
+		Egress:          Egress{ProtectedBranches: []string{"main", "master"}, PushNeedsVerify: true},
+		Host:            Host{Fallback: "deny"},
+		at:              map[string]string{},
+	}
+}
+
+// LoadFile reads the policy at name. See [Load].
+func LoadFile(name string) (*Policy, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, &LoadError{File: name, Msg: "cannot read the policy: " + errors.Unwrap(err).Error(),
+			Hint: "check the path given by --policy or $UNDOSH_POLICY", Err: err}
+	}
+	return Load(name, data)
+}
+
+// Load parses a user's policy. Unless it says `extends: none`, it is merged
+// onto the embedded default: its rules, path rules and examples come
+// first, its lists of roots, scratch paths and excludes are added, and the
+// settings it names replace the default's. A policy that does not load
+// returns a *[LoadError] with the file, line and column.
+func Load(name string, data []byte) (*Policy, error) {
+	f, err := parseFile(name, data)
+	if err != nil {
+		return nil, err
+	}
+	var p *Policy
+	if f.extends == "none" {
+		p = builtin()
+	} else {
+		p = Default().clone()
+	}
+	f.applyTo(p)
+	p.Files = append(p.Files, name)
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Policy) clone() *Policy {
+	c := *p
+	c.Files = append([]string(nil), p.Files...)
+	c.Roots = append([]string(nil), p.Roots...)
+	c.Scratch = append([]string(nil), p.Scratch...)
+	c.Exclude = append([]string(nil), p.Exclude...)
+	c.TrustedDirs = append([]string(nil), p.TrustedDirs...)
+	c.Rules = append([]Rule(nil), p.Rules...)
+	c.Paths = append([]PathRule(nil), p.Paths...)
+	c.Examples = append([]Example(nil), p.Examples...)
+	c.Egress.ProtectedBranches = append([]string(nil), p.Egress.ProtectedBranches...)
+	c.at = make(map[string]string, len(p.at))
+	for k, v := range p.at {
+		c.at[k] = v
+	}
+	return &c
+}
+
+func (p *Policy) validate() error {
+	names := map[string]string{}
+	for _, r := range p.Rules {
+		if prev, ok := names[r.Name]; ok && prev != r.At && sameFile(prev, r.At) {
+			file, line := splitAt(r.At)
+			return &LoadError{File: file, Line: line, Col: 1,
+				Msg:  fmt.Sprintf("rule %q is defined twice (first at %s)", r.Name, prev),
+				Hint: "give each rule its own name"}
+		}
+		names[r.Name] = r.At
+	}
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	fa, _ := splitAt(a)
+	fb, _ := splitAt(b)
+	return fa == fb
+}
+
+func splitAt(at string) (string, int) {
+	i := strings.LastIndexByte(at, ':')
+	if i < 0 {
+		return at, 0
+	}
+	n, _ := strconv.Atoi(at[i+1:])
+	return at[:i], n
+}
+
+// file is what one policy file says, before it is merged.
+type file struct {
+	name    string
+	extends string
+
+	roots, scratch, exclude, trusted []string
+	maxFileSize                      *int64
+	rollback, verify                 *string
+	enforce                          *bool
+	classes                          map[string]Class
+	protected                        []string
+	allowForce, pushVerify           *bool
+	hostAddr, hostFallback           *string
+
+	rules    []Rule
+	paths    []PathRule
+	examples []Example
+	at       map[string]string
+}
+
+func (f *file) applyTo(p *Policy) {
+	p.Roots = append(p.Roots, f.roots...)
+	p.Scratch = append(p.Scratch, f.scratch...)
+	p.Exclude = append(p.Exclude, f.exclude...)
+	p.TrustedDirs = append(p.TrustedDirs, f.trusted...)
+	if f.maxFileSize != nil {
+		p.MaxFileSize = *f.maxFileSize
+	}
+	if f.rollback != nil {
+		p.Rollback = *f.rollback
+	}
+	if f.verify != nil {
+		p.Verify = *f.verify
+	}
+	if f.enforce != nil {
+		p.Enforce = *f.enforce
+	}
+	for k, c := range f.classes {
+		switch k {
+		case "unknown_program":
+			p.UnknownProgram = c
+		case "unknown_code":
+			p.UnknownCode = c
+		case "unresolved_write":
+			p.UnresolvedWrite = c
+		case "outside_write":
+			p.OutsideWrite = c
+		}
+	}
+	if f.protected != nil {
+		p.Egress.ProtectedBranches = f.protected
+	}
+	if f.allowForce != nil {
+		p.Egress.AllowForcePush = *f.allowForce
+	}
+	if f.pushVerify != nil {
+		p.Egress.PushNeedsVerify = *f.pushVerify
+	}
+	if f.hostAddr != nil {
+		p.Host.Address = *f.hostAddr
+	}
+	if f.hostFallback != nil {
+		p.Host.Fallback = *f.hostFallback
+	}
+	p.Rules = append(append([]Rule(nil), f.rules...), p.Rules...)
+	p.Paths = append(append([]PathRule(nil), f.paths...), p.Paths...)
+	p.Examples = append(p.Examples, f.examples...)
+	for k, v := range f.at {
+		p.at[k] = v
+	}
+}
+
+// reader walks a YAML syntax tree and stops at the first error.
+type reader struct {
+	name string
+	err  *LoadError
+}
+
+func (r *reader) fail(n ast.Node, msg, hint string) {
+	if r.err != nil {
+		return
+	}
+	line, col := 1, 1
+	if n != nil && n.GetToken() != nil {
+		line, col = n.GetToken().Position.Line, n.GetToken().Position.Column
+	}
+	r.err = &LoadError{File: r.name, Line: line, Col: col, Msg: msg, Hint: hint}
+}
+
+func (r *reader) at(n ast.Node) string {
+	line := 1
+	if n != nil && n.GetToken() != nil {
+		line = n.GetToken().Position.Line
+	}
+	return fmt.Sprintf("%s:%d", r.name, line)
+}
+
+// unwrap removes comments, tags and anchors around a node.
+func unwrap(n ast.Node) ast.Node {
+	for {
+		switch x := n.(type) {
+		case *ast.TagNode:
+			n = x.Value
+		case *ast.AnchorNode:
+			n = x.Value
+		case *ast.CommentGroupNode:
+			return nil
+		default:
+			return n
+		}
+	}
+}
+
+type field struct {
+	key   string
+	keyN  ast.Node
+	value ast.Node
+}
+
+// mapping returns the fields of a mapping node, checking their names.
+func (r *reader) mapping(n ast.Node, what string, known []string) []field {
+	n = unwrap(n)
+	var values []*ast.MappingValueNode
+	switch x := n.(type) {
+	case *ast.MappingNode:
+		values = x.Values
+	case *ast.MappingValueNode:
+		values = []*ast.MappingValueNode{x}
+	case nil, *ast.NullNode:
+		return nil
+	default:
+		r.fail(n, what+" must be a mapping of keys to values", "write it as `key: value` lines indented under it")
+		return nil
+	}
+	var out []field
+	for _, mv := range values {
+		key := strings.TrimSpace(mv.Key.String())
+		if !containsStr(known, key) {
+			r.fail(mv.Key, fmt.Sprintf("unknown key %q in %s", key, what), suggest(key, known))
+			return nil
+		}
+		out = append(out, field{key, mv.Key, mv.Value})
+	}
+	return out
+}
+
+func suggest(key string, known []string) string {
+	best, bestD := "", 4
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	sorted := append([]string(nil), known...)
+	sort.Strings(sorted)
+	return "known keys: " + strings.Join(sorted, ", ")
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// scalar returns the text of a scalar node.
+func (r *reader) scalar(n ast.Node, what string) (string, bool) {
+	n = unwrap(n)
+	switch x := n.(type) {
+	case *ast.StringNode:
+		return x.Value, true
+	case *ast.LiteralNode:
+		return x.Value.Value, true
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode:
+		return n.GetToken().Value, true
+	case *ast.NullNode:
+		return "", true
+	case nil:
+		return "", true
+	}
+	r.fail(n, what+" must be a single value", "remove the nested list or mapping")
+	return "", false
+}
+
+func (r *reader) str(n ast.Node, what string) string {
+	s, _ := r.scalar(n, what)
+	return s
+}
+
+func (r *reader) boolean(n ast.Node, what string) bool {
+	s, ok := r.scalar(n, what)
+	if !ok {
+		return false
+	}
+	switch s {
+	case "true", "yes", "on":
+		return true
+	case "false", "no", "off":
+		return false
+	}
+	r.fail(unwrap(n), fmt.Sprintf("%s must be true or false, not %q", what, s), "write true or false")
+	return false
+}
+
+// list returns a sequence of scalars; a single scalar is a list of one.
+func (r *reader) list(n ast.Node, what string) []string {
+	n = unwrap(n)
+	switch x := n.(type) {
+	case *ast.SequenceNode:
+		out := make([]string, 0, len(x.Values))
+		for _, v := range x.Values {
+			s, ok := r.scalar(v, what+" entries")
+			if !ok {
+				return nil
+			}
+			out = append(out, s)
+		}
+		return out
+	case nil, *ast.NullNode:
+		return []string{}
+	}
+	s, ok := r.scalar(n, what)
+	if !ok {
+		return nil
+	}
+	return []string{s}
+}
+
+func (r *reader) seq(n ast.Node, what string) []ast.Node {
+	n = unwrap(n)
+	switch x := n.(type) {
+	case *ast.SequenceNode:
+		return x.Values
+	case nil, *ast.NullNode:
+		return nil
+	}
+	r.fail(n, what+" must be a list", "start each entry with `- `")
+	return nil
+}
+
+func (r *reader) class(n ast.Node, what string) Class {
+	s := r.str(n, what)
+	c, ok := ParseClass(s)
+	if !ok && r.err == nil {
+		r.fail(unwrap(n), fmt.Sprintf("%s must be none, git or fork, not %q", what, s), "none: read-only; git: changes workspace files; fork: changes the machine")
+	}
+	return c
+}
+
+func (r *reader) verdict(n ast.Node, what string) Verdict {
+	s := r.str(n, what)
+	v, ok := ParseVerdict(s)
+	if !ok && r.err == nil {
+		r.fail(unwrap(n), fmt.Sprintf("%s must be run, constrain or deny, not %q", what, s), "")
+	}
+	return v
+}
+
+func (r *reader) rollback(n ast.Node) string {
+	s := r.str(n, "rollback")
+	if s != RollbackOnFailure && s != RollbackNever && r.err == nil {
+		r.fail(unwrap(n), fmt.Sprintf("rollback must be on-failure or never, not %q", s), "use never for test runners, whose failures are not bad steps")
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var topKeys = []string{"version", "extends", "workspace", "checkpoint", "rollback", "verify",
+	"classes", "trusted_dirs", "enforce", "egress", "host", "rules", "paths", "examples"}
+
+// parseFile parses one policy file.
+func parseFile(name string, data []byte) (*file, error) {
+	astFile, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	r := &reader{name: name}
+	f := &file{name: name, at: map[string]string{}, classes: map[string]Class{}}
+	if len(astFile.Docs) > 1 {
+		r.fail(astFile.Docs[1].Body, "a policy file holds one YAML document", "remove the `---` separator and what follows")
+		return nil, r.err
+	}
+	var body ast.Node
+	if len(astFile.Docs) == 1 {
+		body = astFile.Docs[0].Body
+	}
+	seenVersion := false
+	for _, fl := range r.mapping(body, "the policy", topKeys) {
+		f.at[fl.key] = r.at(fl.keyN)
+		switch fl.key {
+		case "version":
+			if v := r.str(fl.value, "version"); v != "1" {
+				r.fail(unwrap(fl.value), fmt.Sprintf("unsupported policy version %q", v), "this undosh reads version: 1")
+			}
+			seenVersion = true
+		case "extends":
+			f.extends = r.str(fl.value, "extends")
+			if f.extends != "default" && f.extends != "none" {
+				r.fail(unwrap(fl.value), fmt.Sprintf("extends must be default or none, not %q", f.extends), "default merges this file onto the embedded policy; none replaces it")
+			}
+		case "workspace":
+			for _, w := range r.mapping(fl.value, "workspace", []string{"roots", "scratch"}) {
+				f.at["workspace."+w.key] = r.at(w.keyN)
+				switch w.key {
+				case "roots":
+					f.roots = r.absPaths(w.value, "workspace.roots")
+				case "scratch":
+					f.scratch = r.absPaths(w.value, "workspace.scratch")
+				}
+			}
+		case "checkpoint":
+			for _, c := range r.mapping(fl.value, "checkpoint", []string{"exclude", "max_file_size"}) {
+				switch c.key {
+				case "exclude":
+					f.exclude = r.list(c.value, "checkpoint.exclude")
+				case "max_file_size":
+					f.maxFileSize = ptr(r.size(c.value))
+				}
+			}
+		case "rollback":
+			f.rollback = ptr(r.rollback(fl.value))
+		case "verify":
+			f.verify = ptr(r.str(fl.value, "verify"))
+		case "enforce":
+			f.enforce = ptr(r.boolean(fl.value, "enforce"))
+		case "classes":
+			for _, c := range r.mapping(fl.value, "classes", []string{"unknown_program", "unknown_code", "unresolved_write", "outside_write"}) {
+				f.at["classes."+c.key] = r.at(c.keyN)
+				f.classes[c.key] = r.class(c.value, "classes."+c.key)
+			}
+			if c, ok := f.classes["unknown_code"]; ok && c != Fork && r.err == nil {
+				// Allowed, but it must be deliberate: say so in the
+				// explanation rather than refuse.
+				_ = c
+			}
+		case "trusted_dirs":
+			f.trusted = r.absPaths(fl.value, "trusted_dirs")
+		case "egress":
+			for _, e := range r.mapping(fl.value, "egress", []string{"protected_branches", "allow_force_push", "push_needs_verify"}) {
+				switch e.key {
+				case "protected_branches":
+					f.protected = r.list(e.value, "egress.protected_branches")
+				case "allow_force_push":
+					f.allowForce = ptr(r.boolean(e.value, "egress.allow_force_push"))
+				case "push_needs_verify":
+					f.pushVerify = ptr(r.boolean(e.value, "egress.push_needs_verify"))
+				}
+			}
+		case "host":
+			for _, h := range r.mapping(fl.value, "host", []string{"address", "fallback"}) {
+				switch h.key {
+				case "address":
+					f.hostAddr = ptr(r.str(h.value, "host.address"))
+				case "fallback":
+					fb := r.str(h.value, "host.fallback")
+					if fb != "git" && fb != "deny" {
+						r.fail(unwrap(h.value), fmt.Sprintf("host.fallback must be git or deny, not %q", fb), "git: take a file checkpoint instead of a fork; deny: refuse machine-changing steps")
+					}
+					f.hostFallback = &fb
+				}
+			}
+		case "rules":
+			for _, n := range r.seq(fl.value, "rules") {
+				if rule, ok := r.rule(n); ok {
+					f.rules = append(f.rules, rule)
+				}
+			}
+		case "paths":
+			for _, n := range r.seq(fl.value, "paths") {
+				if pr, ok := r.pathRule(n); ok {
+					f.paths = append(f.paths, pr)
+				}
+			}
+		case "examples":
+			for _, n := range r.seq(fl.value, "examples") {
+				if ex, ok := r.example(n); ok {
+					f.examples = append(f.examples, ex)
+				}
+			}
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !seenVersion {
+		return nil, &LoadError{File: name, Line: 1, Col: 1, Msg: "the policy does not say its version",
+			Hint: "add `version: 1` at the top"}
+	}
+	return f, nil
+}
+
+// syntaxError turns a YAML syntax error into a located LoadError.
+func syntaxError(name string, err error) error {
+	var se *yaml.SyntaxError
+	if errors.As(err, &se) && se.Token != nil {
+		return &LoadError{File: name, Line: se.Token.Position.Line, Col: se.Token.Position.Column,
+			Msg: "YAML syntax: " + se.Message, Hint: "indent with spaces, and quote values that contain `: ` or start with `*`, `&` or `!`"}
+	}
+	return &LoadError{File: name, Line: 1, Col: 1, Msg: "YAML syntax: " + err.Error()}
+}
+
+func (r *reader) absPaths(n ast.Node, what string) []string {
+	list := r.list(n, what)
+	for _, p := range list {
+		if !strings.HasPrefix(p, "/") && p != "~" && !strings.HasPrefix(p, "~/") {
+			r.fail(unwrap(n), fmt.Sprintf("%s entry %q is not an absolute path", what, p), "start it with / or ~/")
+			return nil
+		}
+	}
+	return list
+}
+
+// size parses 1234, 64KiB, 100MiB, 1GiB (and KB, MB, GB as powers of ten).
+func (r *reader) size(n ast.Node) int64 {
+	s := strings.TrimSpace(r.str(n, "checkpoint.max_file_size"))
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}, {"", 1}}
+	for _, u := range units {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil || v < 0 {
+			break
+		}
+		return v * u.mult
+	}
+	r.fail(unwrap(n), fmt.Sprintf("checkpoint.max_file_size %q is not a size", s), "write a number of bytes or a size such as 100MiB")
+	return 0
+}
+
+var ruleKeys = []string{"name", "program", "programs", "sub", "if_args", "unless_args", "hosts", "sql",
+	"max_args", "root", "scaffold", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
+
+func (r *reader) rule(n ast.Node) (Rule, bool) {
+	rule := Rule{At: r.at(n), Verdict: Run}
+	haveClass := false
+	for _, fl := range r.mapping(n, "a rule", ruleKeys) {
+		switch fl.key {
+		case "name":
+			rule.Name = r.str(fl.value, "name")
+		case "program", "programs":
+			rule.Programs = append(rule.Programs, r.list(fl.value, fl.key)...)
+		case "sub":
+			rule.Sub = r.list(fl.value, "sub")
+		case "if_args":
+			rule.IfArgs = r.list(fl.value, "if_args")
+		case "unless_args":
+			rule.UnlessArgs = r.list(fl.value, "unless_args")
+		case "hosts":
+			rule.Hosts = r.str(fl.value, "hosts")
+			if rule.Hosts != "loopback" && rule.Hosts != "remote" {
+				r.fail(unwrap(fl.value), fmt.Sprintf("hosts must be loopback or remote, not %q", rule.Hosts), "")
+			}
+		case "sql":
+			rule.SQL = r.str(fl.value, "sql")
+			if rule.SQL != "read-only" && rule.SQL != "write" {
+				r.fail(unwrap(fl.value), fmt.Sprintf("sql must be read-only or write, not %q", rule.SQL), "")
+			}
+		case "max_args":
+			n, err := strconv.Atoi(r.str(fl.value, "max_args"))
+			if err != nil || n < 1 {
+				r.fail(unwrap(fl.value), "max_args must be a positive number", "")
+			}
+			rule.MaxArgs = n
+		case "root":
+			rule.Root = r.boolean(fl.value, "root")
+		case "scaffold":
+			rule.Scaffold = r.boolean(fl.value, "scaffold")
+		case "class":
+			rule.Class = r.class(fl.value, "class")
+			haveClass = true
+		case "egress":
+			rule.Egress = r.boolean(fl.value, "egress")
+		case "verdict":
+			rule.Verdict = r.verdict(fl.value, "verdict")
+		case "constraint":
+			rule.Constraint = r.str(fl.value, "constraint")
+		case "rollback":
+			rule.Rollback = r.rollback(fl.value)
+		case "verify":
+			rule.Verify = r.str(fl.value, "verify")
+		case "message":
+			rule.Message = r.str(fl.value, "message")
+		}
+	}
+	if r.err != nil {
+		return rule, false
+	}
+	switch {
+	case rule.Name == "":
+		r.fail(n, "a rule has no name", "add `name: something-short`; reasons quote it")
+	case len(rule.Programs) == 0:
+		r.fail(n, fmt.Sprintf("rule %q names no program", rule.Name), "add `program: NAME` or `programs: [A, B]`")
+	case !haveClass:
+		r.fail(n, fmt.Sprintf("rule %q has no class", rule.Name), "add `class: none`, `class: git` or `class: fork`")
+	case rule.Verdict == Constrain && rule.Constraint == "":
+		r.fail(n, fmt.Sprintf("rule %q constrains without saying how", rule.Name), "add `constraint: push` or a sentence that says when it may run")
+	}
+	for _, p := range rule.Programs {
+		if strings.Contains(p, "/") && !strings.HasPrefix(p, "/") {
+			r.fail(n, fmt.Sprintf("rule %q names the program %q with a relative path", rule.Name, p), "name a base name (git) or an absolute pattern (/etc/init.d/*)")
+		}
+	}
+	return rule, r.err == nil
+}
+
+func (r *reader) pathRule(n ast.Node) (PathRule, bool) {
+	pr := PathRule{At: r.at(n), Verdict: Run}
+	haveClass := false
+	for _, fl := range r.mapping(n, "a path rule", []string{"name", "paths", "class", "egress", "verdict", "message"}) {
+		switch fl.key {
+		case "name":
+			pr.Name = r.str(fl.value, "name")
+		case "paths":
+			pr.Paths = r.absPaths(fl.value, "paths")
+		case "class":
+			pr.Class = r.class(fl.value, "class")
+			haveClass = true
+		case "egress":
+			pr.Egress = r.boolean(fl.value, "egress")
+		case "verdict":
+			pr.Verdict = r.verdict(fl.value, "verdict")
+		case "message":
+			pr.Message = r.str(fl.value, "message")
+		}
+	}
+	if r.err != nil {
+		return pr, false
+	}
+	switch {
+	case pr.Name == "":
+		r.fail(n, "a path rule has no name", "add `name: something-short`")
+	case len(pr.Paths) == 0:
+		r.fail(n, fmt.Sprintf("path rule %q names no paths", pr.Name), "add `paths: [/etc/**]`")
+	case !haveClass:
+		r.fail(n, fmt.Sprintf("path rule %q has no class", pr.Name), "add `class: fork`")
+	}
+	for _, p := range pr.Paths {
+		if _, err := path.Match(strings.ReplaceAll(p, "**", "*"), "/"); err != nil {
+			r.fail(n, fmt.Sprintf("path rule %q: bad pattern %q", pr.Name, p), "patterns use *, ? and **")
+		}
+	}
+	return pr, r.err == nil
+}
+
+func (r *reader) example(n ast.Node) (Example, bool) {
+	ex := Example{At: r.at(n)}
+	for _, fl := range r.mapping(n, "an example", []string{"command", "class", "egress", "verdict"}) {
+		switch fl.key {
+		case "command":
+			ex.Command = r.str(fl.value, "command")
+		case "class":
+			ex.Class = ptr(r.class(fl.value, "class"))
+		case "egress":
+			ex.Egress = ptr(r.boolean(fl.value, "egress"))
+		case "verdict":
+			ex.Verdict = ptr(r.verdict(fl.value, "verdict"))
+		}
+	}
+	if r.err != nil {
+		return ex, false
+	}
+	if ex.Command == "" {
+		r.fail(n, "an example has no command", "add `command: 'ls -la'`")
+	} else if ex.Class == nil && ex.Egress == nil && ex.Verdict == nil {
+		r.fail(n, fmt.Sprintf("example %q expects nothing", ex.Command), "add class, egress or verdict")
+	}
+	return ex, r.err == nil
+}
+
+// ExampleFailure is an example whose decision differs from what it expects.
+type ExampleFailure struct {
+	Example Example
+	Got     Decision
+}
+
+func (e ExampleFailure) Error() string {
+	var want, got []string
+	if e.Example.Class != nil && *e.Example.Class != e.Got.Class {
+		want = append(want, "class "+e.Example.Class.String())
+		got = append(got, "class "+e.Got.Class.String())
+	}
+	if e.Example.Egress != nil && *e.Example.Egress != e.Got.Egress {
+		want = append(want, fmt.Sprintf("egress %v", *e.Example.Egress))
+		got = append(got, fmt.Sprintf("egress %v", e.Got.Egress))
+	}
+	if e.Example.Verdict != nil && *e.Example.Verdict != e.Got.Verdict {
+		want = append(want, "verdict "+e.Example.Verdict.String())
+		got = append(got, "verdict "+e.Got.Verdict.String())
+	}
+	return fmt.Sprintf("%s: example %q expects %s, but gets %s", e.Example.At, e.Example.Command,
+		strings.Join(want, ", "), strings.Join(got, ", "))
+}
+
+// CheckExamples decides every example with decide and returns the ones
+// that fail.
+func (p *Policy) CheckExamples(decide func(command string) Decision) []ExampleFailure {
+	var out []ExampleFailure
+	for _, ex := range p.Examples {
+		d := decide(ex.Command)
+		if ex.Class != nil && *ex.Class != d.Class || ex.Egress != nil && *ex.Egress != d.Egress ||
+			ex.Verdict != nil && *ex.Verdict != d.Verdict {
+			out = append(out, ExampleFailure{Example: ex, Got: d})
+		}
+	}
+	return out
+}

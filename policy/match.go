@@ -1,0 +1,324 @@
+package policy
+
+import (
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// match reports whether r may apply to c, and whether it surely does
+// (no dynamic argument was involved).
+func (r *Rule) match(c *Command) (matches, sure bool) {
+	if !r.matchProgram(c.Argv[0].Value) {
+		return false, false
+	}
+	if r.Root && !c.Root || r.MaxArgs > 0 && len(c.Argv)-1 > r.MaxArgs {
+		return false, false
+	}
+	sure = true
+	args := c.Argv[1:]
+	if len(r.Sub) > 0 {
+		m, s := r.matchSub(c)
+		if !m {
+			return false, false
+		}
+		sure = sure && s
+	}
+	if len(r.IfArgs) > 0 {
+		m, s := argsMatch(r.IfArgs, args)
+		if !m {
+			return false, false
+		}
+		sure = sure && s
+	}
+	if len(r.UnlessArgs) > 0 {
+		m, s := argsMatch(r.UnlessArgs, args)
+		if m && s {
+			return false, false
+		}
+		if m {
+			sure = false
+		}
+	}
+	if r.Hosts != "" {
+		remote, maybe := remoteHosts(path.Base(c.Argv[0].Value), args)
+		switch {
+		case r.Hosts == "remote" && !remote && !maybe:
+			return false, false
+		case r.Hosts == "loopback" && remote:
+			return false, false
+		case r.Hosts == "remote" && maybe && !remote:
+			sure = false
+		case r.Hosts == "loopback" && maybe:
+			sure = false
+		}
+	}
+	if r.SQL != "" && r.SQL != c.SQL {
+		return false, false
+	}
+	return true, sure
+}
+
+// matchSub matches the subcommand and the operands after it.
+func (r *Rule) matchSub(c *Command) (bool, bool) {
+	if c.Sub <= 0 || c.Sub >= len(c.Argv) {
+		return false, false
+	}
+	var ops []Arg
+	for i, a := range c.Argv[c.Sub:] {
+		if i > 0 && !a.Dynamic && strings.HasPrefix(a.Value, "-") {
+			continue
+		}
+		ops = append(ops, a)
+	}
+	for _, pat := range r.Sub {
+		fields := strings.Fields(pat)
+		if len(fields) > len(ops) {
+			continue
+		}
+		ok, sure := true, true
+		for k, f := range fields {
+			if ops[k].Dynamic {
+				sure = false
+				continue
+			}
+			if !glob(f, ops[k].Value, true) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true, sure
+		}
+	}
+	for _, pat := range r.Sub {
+		// A dynamic subcommand may be any of them.
+		if len(strings.Fields(pat)) > 0 && ops[0].Dynamic {
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// argsMatch reports whether any argument (or run of consecutive arguments,
+// for a pattern with spaces) matches any pattern; sure is false when only a
+// dynamic argument could match.
+func argsMatch(patterns []string, args []Arg) (matched, sure bool) {
+	possible := false
+	for _, pat := range patterns {
+		fields := strings.Fields(pat)
+		if len(fields) == 0 {
+			continue
+		}
+		for i := 0; i+len(fields) <= len(args); i++ {
+			ok, dyn := true, false
+			for k, f := range fields {
+				a := args[i+k]
+				if a.Dynamic {
+					dyn = true
+					continue
+				}
+				if !glob(f, a.Value, false) {
+					ok = false
+					break
+				}
+			}
+			if ok && !dyn {
+				return true, true
+			}
+			if ok {
+				possible = true
+			}
+		}
+	}
+	return possible, false
+}
+
+// glob matches s against a pattern where * matches any run of characters
+// and ? any one character.
+func glob(pat, s string, fold bool) bool {
+	if fold {
+		pat, s = strings.ToLower(pat), strings.ToLower(s)
+	}
+	if !strings.ContainsAny(pat, "*?") {
+		return pat == s
+	}
+	px, sx := 0, 0
+	nextPx, nextSx := -1, -1
+	for px < len(pat) || sx < len(s) {
+		if px < len(pat) {
+			switch pat[px] {
+			case '*':
+				nextPx, nextSx = px, sx+1
+				px++
+				continue
+			case '?':
+				if sx < len(s) {
+					px++
+					sx++
+					continue
+				}
+			default:
+				if sx < len(s) && s[sx] == pat[px] {
+					px++
+					sx++
+					continue
+				}
+			}
+		}
+		if nextPx >= 0 && nextSx <= len(s) {
+			px, sx = nextPx, nextSx
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// matches reports whether a path rule applies to an absolute path.
+func (r *PathRule) matches(p string) bool {
+	for _, pat := range r.Paths {
+		if pathGlob(pat, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// pathGlob matches an absolute path: ** matches across slashes, * and ?
+// within one name.
+func pathGlob(pat, p string) bool {
+	if pat == "" {
+		return p == ""
+	}
+	if strings.HasPrefix(pat, "**") {
+		rest := strings.TrimPrefix(pat[2:], "/")
+		if rest == "" {
+			return true
+		}
+		for i := 0; i <= len(p); i++ {
+			if (i == 0 || p[i-1] == '/') && pathGlob(rest, p[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	switch pat[0] {
+	case '*':
+		for i := 0; i <= len(p); i++ {
+			if i > 0 && p[i-1] == '/' {
+				break
+			}
+			if pathGlob(pat[1:], p[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return p != "" && p[0] != '/' && pathGlob(pat[1:], p[1:])
+	}
+	if p == "" || p[0] != pat[0] {
+		// "/dir/**" also matches "/dir" itself.
+		return p == "" && (pat == "/**" || pat == "/")
+	}
+	return pathGlob(pat[1:], p[1:])
+}
+
+// remoteHosts looks at the URL and host arguments: remote is set when one
+// of them names another machine, maybe when a dynamic argument might.
+func remoteHosts(base string, args []Arg) (remote, maybe bool) {
+	if hostOptions(base) {
+		// Database clients name their server with -h or a URL; their
+		// operands are database names and commands.
+		for i, a := range args {
+			var h *Arg
+			switch {
+			case (a.Value == "-h" || a.Value == "--host" || a.Value == "-H") && i+1 < len(args):
+				h = &args[i+1]
+			case strings.HasPrefix(a.Value, "--host="):
+				h = &Arg{Value: strings.TrimPrefix(a.Value, "--host="), Dynamic: a.Dynamic}
+			case strings.HasPrefix(a.Value, "-h") && len(a.Value) > 2 && !strings.HasPrefix(a.Value, "--"):
+				h = &Arg{Value: a.Value[2:], Dynamic: a.Dynamic}
+			case strings.Contains(a.Value, "://"):
+				h = &a
+			}
+			if h == nil {
+				continue
+			}
+			if h.Dynamic {
+				maybe = true
+				continue
+			}
+			if _, loop := isLoopback(h.Value); !loop && !strings.HasPrefix(h.Value, "/") {
+				return true, false
+			}
+		}
+		return false, maybe
+	}
+	urls := false
+	for _, a := range args {
+		if strings.Contains(a.Value, "://") {
+			urls = true
+		}
+	}
+	for _, a := range args {
+		v := a.Value
+		switch {
+		case urls && !strings.Contains(v, "://"):
+			continue
+		case a.Dynamic:
+			if urls || !strings.HasPrefix(v, "-") {
+				maybe = true
+			}
+			continue
+		case !urls && (strings.HasPrefix(v, "-") || !hostLike().MatchString(v)):
+			continue
+		case !urls && !scpStyle(base) && !strings.Contains(strings.SplitN(v, ":", 2)[0], ".") && !strings.HasPrefix(v, "localhost"):
+			// host:path names a host only for scp-like programs.
+			continue
+		}
+		if _, loop := isLoopback(v); !loop {
+			return true, false
+		}
+	}
+	return false, maybe
+}
+
+func scpStyle(base string) bool {
+	switch base {
+	case "rsync", "scp", "sftp", "rclone", "ssh":
+		return true
+	}
+	return false
+}
+
+func hostOptions(base string) bool {
+	switch base {
+	case "psql", "mysql", "mariadb", "clickhouse-client", "cqlsh", "mongosh", "mongo", "redis-cli", "pg_dump", "pg_restore", "mysqldump":
+		return true
+	}
+	return false
+}
+
+// matchProgram matches the program name: base names, or full paths for
+// patterns with a slash (/etc/init.d/*).
+func (r *Rule) matchProgram(name string) bool {
+	base := path.Base(name)
+	for _, p := range r.Programs {
+		if strings.Contains(p, "/") {
+			if strings.HasPrefix(name, "/") && pathGlob(p, path.Clean(name)) {
+				return true
+			}
+			continue
+		}
+		if glob(p, base, false) {
+			return true
+		}
+	}
+	return false
+}
+
+var hostLike = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([\w.-]+@)?((localhost|\[[0-9a-fA-F:]+\]|[\w-]+(\.[\w-]+)+)(:\d+)?(/\S*)?|[\w.-]+:\S*)$`)
+})

@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Class is the protection a step needs. Classes are ordered: a step's class
+// is the highest class of any of its parts.
+type Class int
+
+const (
+	None Class = iota // read-only: runs straight through
+	Git               // changes files in the workspace or scratch paths: git checkpoint first
+	Fork              // changes the machine: runs in a copy
+)
+
+var classNames = [...]string{"none", "git", "fork"}
+
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return fmt.Sprintf("class(%d)", int(c))
+	}
+	return classNames[c]
+}
+
+// ParseClass parses "none", "git" or "fork".
+func ParseClass(s string) (Class, bool) {
+	for i, n := range classNames {
+		if n == s {
+			return Class(i), true
+		}
+	}
+	return 0, false
+}
+
+func (c Class) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+
+// Verdict says whether a step may run.
+type Verdict int
+
+const (
+	Run       Verdict = iota // run it
+	Constrain                // run it only when a condition holds
+	Deny                     // refuse it
+)
+
+var verdictNames = [...]string{"run", "constrain", "deny"}
+
+func (v Verdict) String() string {
+	if v < 0 || int(v) >= len(verdictNames) {
+		return fmt.Sprintf("verdict(%d)", int(v))
+	}
+	return verdictNames[v]
+}
+
+// ParseVerdict parses "run", "constrain" or "deny".
+func ParseVerdict(s string) (Verdict, bool) {
+	for i, n := range verdictNames {
+		if n == s {
+			return Verdict(i), true
+		}
+	}
+	return 0, false
+}
+
+func (v Verdict) MarshalJSON() ([]byte, error) { return json.Marshal(v.String()) }
+
+// Rollback modes.
+const (
+	RollbackOnFailure = "on-failure"
+	RollbackNever     = "never"
+)
+
+// Policy is a loaded, validated policy: the embedded default, a user's file
+// merged onto it, or a user's file that replaces it.
+type Policy struct {
+	// Files are the files the policy was read from, default first.
+	Files []string
+
+	Roots       []string // extra workspace roots
+	Scratch     []string // paths outside the workspace that steps may write as git class
+	Exclude     []string // checkpoint excludes
+	MaxFileSize int64    // checkpoint size limit in bytes
+	Rollback    string
+	Verify      string
+	TrustedDirs []string // directories whose programs keep their base name's trust
+	Enforce     bool
+
+	UnknownProgram  Class
+	UnknownCode     Class
+	UnresolvedWrite Class
+	OutsideWrite    Class
+
+	Egress Egress
+	Host   Host
+
+	Rules    []Rule
+	Paths    []PathRule
+	Examples []Example
+
+	// at records where each setting came from, for reasons.
+	at map[string]string
+}
+
+// Egress holds the conditions on steps that reach outside.
+type Egress struct {
+	ProtectedBranches []string
+	AllowForcePush    bool
+	PushNeedsVerify   bool
+}
+
+// Host says where to ask for forks, and what to do when nobody answers.
+type Host struct {
+	Address  string
+	Fallback string // "git" or "deny"
+}
+
+// Rule maps commands to a class.
+type Rule struct {
+	Name string
+	At   string // file:line
+
+	Programs []string
+	// Sub matches the subcommand and the operands after it; each entry is
+	// one or more space-separated glob patterns ("stash list").
+	Sub []string
+	// IfArgs: the rule applies only when some argument matches one of these
+	// patterns (a pattern with a space matches consecutive arguments).
+	IfArgs []string
+	// UnlessArgs: the rule does not apply when any argument matches.
+	UnlessArgs []string
+	// Hosts is "loopback" or "remote": the rule applies only when every
+	// URL or host argument is (or some is not) a loopback address.
+	Hosts string
+	// SQL is "read-only" or "write": the rule applies only when the SQL
+	// the command runs reads (or may write).
+	SQL string
+	// MaxArgs, when positive, limits the number of arguments.
+	MaxArgs int
+	// Root is set for rules that apply only under sudo and friends.
+	Root bool
+	// Scaffold marks harness scaffolding (a shell snapshot a harness
+	// sources before every command): trusted as it stands even when its
+	// text cannot be read.
+	Scaffold bool
+
+	Class      Class
+	Egress     bool
+	Verdict    Verdict
+	Constraint string // for Constrain: "push" or free text
+	Rollback   string
+	Verify     string
+	Message    string
+}
+
+// PathRule maps written paths to a class.
+type PathRule struct {
+	Name    string
+	At      string
+	Paths   []string // globs over absolute paths; ** matches any depth
+	Class   Class
+	Egress  bool
+	Verdict Verdict
+	Message string
+}
+
+// Example is a command with the decision it must get.
+type Example struct {
+	At      string
+	Command string
+	Class   *Class
+	Egress  *bool
+	Verdict *Verdict
+}
+
+// location returns where a setting was defined.
+func (p *Policy) location(key string) string {
+	if at, ok := p.at[key]; ok {
+		return at
+	}
+	if len(p.Files) > 0 {
+		return p.Files[len(p.Files)-1]
+	}
+	return ""
+}
+
+// LoadError is a policy that does not load: it says where and why, and
+// what to do about it.
+type LoadError struct {
+	File      string
+	Line, Col int
+	Msg       string
+	Hint      string
+	Err       error // the underlying error, if any
+}
+
+func (e *LoadError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
