@@ -214,15 +214,16 @@ func (w *walker) source(src, name string) {
 	// StmtsSeq hands over each statement as soon as it is complete, so
 	// the statements before a syntax error are still walked: bash runs
 	// them.
+	// mvdan.cc/sh v3.14.1's iterator may yield again after its consumer
+	// stops (which panics), so the loop never breaks: it drains.
 	var err error
 	for s, e := range p.StmtsSeq(strings.NewReader(src)) {
-		if e != nil {
+		switch {
+		case err != nil || w.shared.full:
+		case e != nil:
 			err = e
-			break
-		}
-		w.stmt(s)
-		if w.shared.full {
-			break
+		default:
+			w.stmt(s)
 		}
 	}
 	if err == nil {

@@ -275,9 +275,9 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 			more, _, _ := ws.spec.scan(ops[i : i+1])
 			if len(more) > 0 {
 				last := more[len(more)-1]
-				if last.val == "" && (strings.IndexByte(ws.spec.value, last.name[len(last.name)-1]) >= 0 && len(last.name) == 2 ||
+				if last.val.Value == "" && (strings.IndexByte(ws.spec.value, last.name[len(last.name)-1]) >= 0 && len(last.name) == 2 ||
 					contains(ws.spec.longValue, last.name)) && i+1 < len(ops) {
-					last.val = ops[i+1].Value
+					last.val = ops[i+1]
 					more[len(more)-1] = last
 					i++
 				}
@@ -299,13 +299,13 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 	for _, o := range opts {
 		switch {
 		case contains(ws.out, o.name):
-			c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: o.val}))
+			c.Writes = append(c.Writes, w.resolveAt(c, o.val))
 		case contains(ws.dir, o.name):
 			if o.name == "-d" || o.name == "--directory" {
-				c.Cwd = resolveIn(Arg{Value: o.val}, c.Cwd).Path
+				c.Cwd = resolveIn(o.val, c.Cwd).Path
 				continue
 			}
-			wr := w.resolveAt(c, Arg{Value: o.val})
+			wr := w.resolveAt(c, o.val)
 			wr.Tree = true
 			c.Writes = append(c.Writes, wr)
 			ws.ops = "all-but-dest"
@@ -410,8 +410,12 @@ func (w *walker) mktemp(c *Command) {
 	for _, o := range opts {
 		if o.name == "-p" || o.name == "--tmpdir" {
 			tmpdir = true
-			if o.val != "" {
-				dir = o.val
+			if o.val.Dynamic {
+				c.Writes = append(c.Writes, Write{Path: o.val.Value})
+				return
+			}
+			if o.val.Value != "" {
+				dir = o.val.Value
 			}
 		}
 		if o.name == "-t" {
@@ -535,7 +539,7 @@ func (w *walker) unzip(c *Command) {
 	}
 	target := Arg{Value: "."}
 	if d, ok := has(opts, "-d"); ok {
-		target = Arg{Value: d}
+		target = d
 	}
 	wr := w.resolveAt(c, target)
 	wr.Tree = true
@@ -583,8 +587,7 @@ func (w *walker) wget(c *Command) {
 	args := c.Argv[1:]
 	opts := optSpec{value: "oaOPeUTtwQlARDIXiB", longValue: []string{"--output-document", "--directory-prefix",
 		"--output-file", "--append-output", "--execute", "--user-agent", "--save-cookies", "--load-cookies"}}.all(args)
-	ov, hasOut := has(opts, "-O", "--output-document")
-	out := Arg{Value: ov}
+	out, hasOut := has(opts, "-O", "--output-document")
 	if hasOut && !out.Dynamic && (out.Value == "-" || harmlessDevice(out.Value)) {
 		// to stdout
 	} else if hasOut {
@@ -592,7 +595,7 @@ func (w *walker) wget(c *Command) {
 	} else {
 		dir := Arg{Value: "."}
 		if d, ok := has(opts, "-P", "--directory-prefix"); ok {
-			dir = Arg{Value: d}
+			dir = d
 		}
 		spider := false
 		for _, a := range args {
@@ -609,7 +612,7 @@ func (w *walker) wget(c *Command) {
 	for _, o := range opts {
 		switch o.name {
 		case "-o", "--output-file", "-a", "--append-output", "--save-cookies":
-			c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: o.val}))
+			c.Writes = append(c.Writes, w.resolveAt(c, o.val))
 		}
 	}
 	if _, ok := has(opts, "-e", "--execute"); ok {

@@ -9,7 +9,7 @@ import (
 // opt is one option a wrapper was given.
 type opt struct {
 	name string // "-u" or "--user"
-	val  string
+	val  Arg    // the value, if the option takes one
 }
 
 // optSpec says which options of a program take a value. Short options in
@@ -41,10 +41,11 @@ func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
 			return opts, args[i:], true
 		}
 		if strings.HasPrefix(v, "--") {
-			name, val, has := strings.Cut(v, "=")
+			name, after, has := strings.Cut(v, "=")
+			val := Arg{Value: after}
 			if !has && contains(sp.longValue, name) && i+1 < len(args) {
 				i++
-				val = args[i].Value
+				val = args[i]
 			}
 			opts = append(opts, opt{name, val})
 			continue
@@ -53,18 +54,18 @@ func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
 			ch := v[j]
 			switch {
 			case strings.IndexByte(sp.value, ch) >= 0:
-				val := v[j+1:]
-				if val == "" && i+1 < len(args) {
+				val := Arg{Value: v[j+1:]}
+				if val.Value == "" && i+1 < len(args) {
 					i++
-					val = args[i].Value
+					val = args[i]
 				}
 				opts = append(opts, opt{"-" + string(ch), val})
 				j = len(v)
 			case strings.IndexByte(sp.optional, ch) >= 0:
-				opts = append(opts, opt{"-" + string(ch), v[j+1:]})
+				opts = append(opts, opt{"-" + string(ch), Arg{Value: v[j+1:]}})
 				j = len(v)
 			default:
-				opts = append(opts, opt{"-" + string(ch), ""})
+				opts = append(opts, opt{"-" + string(ch), Arg{}})
 			}
 		}
 	}
@@ -85,13 +86,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func has(opts []opt, names ...string) (string, bool) {
+func has(opts []opt, names ...string) (Arg, bool) {
 	for _, o := range opts {
 		if contains(names, o.name) {
 			return o.val, true
 		}
 	}
-	return "", false
+	return Arg{}, false
 }
 
 // all scans every argument for options, as GNU getopt does when it
@@ -281,7 +282,7 @@ func peelSudo(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next
 		return false
 	}
 	if dir, ok := has(opts, "-D", "--chdir"); ok {
-		next.Cwd = resolveIn(Arg{Value: dir}, c.Cwd).Path
+		next.Cwd = resolveIn(dir, c.Cwd).Path
 	}
 	if _, ok := has(opts, "-R", "--chroot"); ok {
 		next.Cwd = ""
@@ -317,14 +318,14 @@ func peelRootShell(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg,
 
 func peelSu(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *Command) bool {
 	if code, ok := has(opts, "-c", "--command", "--session-command", "-C"); ok {
-		if codeIsDynamic(opts, c.Argv) {
+		if code.Dynamic {
 			w.unknownAt(c.Pos, c.Argv[0].Value+" -c with a non-literal command", c.Text)
 			return false
 		}
 		c.Root = true
 		c.WritesKnown = true
 		w.record(*c)
-		w.subshell(func() { w.code(s.Pos(), c.Argv[0].Value+" -c", code) })
+		w.subshell(func() { w.code(s.Pos(), c.Argv[0].Value+" -c", code.Value) })
 		c.Argv = nil // already recorded
 		return false
 	}
@@ -332,17 +333,6 @@ func peelSu(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *
 		return true
 	}
 	w.unknownAt(c.Pos, "interactive shell as another user", c.Text)
-	return false
-}
-
-// codeIsDynamic reports whether the value of a -c option came from a
-// dynamic word.
-func codeIsDynamic(opts []opt, argv []Arg) bool {
-	for i, a := range argv {
-		if a.Dynamic && i > 0 && (argv[i-1].Value == "-c" || argv[i-1].Value == "--command") {
-			return true
-		}
-	}
 	return false
 }
 
@@ -364,7 +354,7 @@ func peelNohup(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, nex
 
 func peelTime(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *Command) bool {
 	if out, ok := has(opts, "-o", "--output"); ok {
-		next.Writes = append(next.Writes, w.resolve(Arg{Value: out}))
+		next.Writes = append(next.Writes, w.resolve(out))
 	}
 	return true
 }
@@ -372,7 +362,7 @@ func peelTime(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next
 func peelOutputOpt(name string) func(*walker, *syntax.Stmt, *Command, []opt, []Arg, *Command) bool {
 	return func(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *Command) bool {
 		if out, ok := has(opts, name); ok {
-			next.Writes = append(next.Writes, w.resolve(Arg{Value: out}))
+			next.Writes = append(next.Writes, w.resolve(out))
 		}
 		return true
 	}
@@ -389,9 +379,9 @@ func peelCommand(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, n
 func peelXargs(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *Command) bool {
 	repl := ""
 	if r, ok := has(opts, "-I"); ok {
-		repl = r
+		repl = r.Value
 	} else if r, ok := has(opts, "-i", "--replace"); ok {
-		repl = r
+		repl = r.Value
 		if repl == "" {
 			repl = "{}"
 		}
@@ -447,13 +437,13 @@ func peelFlock(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, nex
 		next.Writes = append(next.Writes, w.resolve(ops[0]))
 	}
 	if code, ok := has(opts, "-c", "--command"); ok {
-		if codeIsDynamic(opts, c.Argv) {
+		if code.Dynamic {
 			w.unknownAt(c.Pos, "flock -c with a non-literal command", c.Text)
 			return false
 		}
 		c.WritesKnown = true
 		w.record(*c)
-		w.subshell(func() { w.code(s.Pos(), "flock -c", code) })
+		w.subshell(func() { w.code(s.Pos(), "flock -c", code.Value) })
 		c.Argv = nil
 		return false
 	}
@@ -498,21 +488,21 @@ func peelScript(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, ne
 	for _, o := range opts {
 		switch o.name {
 		case "-T", "-I", "-O", "-B", "--log-timing", "--log-in", "--log-out", "--log-io":
-			c.Writes = append(c.Writes, w.resolve(Arg{Value: o.val}))
+			c.Writes = append(c.Writes, w.resolve(o.val))
 		case "-t":
-			if o.val != "" {
-				c.Writes = append(c.Writes, w.resolve(Arg{Value: o.val}))
+			if o.val.Value != "" {
+				c.Writes = append(c.Writes, w.resolve(o.val))
 			}
 		}
 	}
 	c.WritesKnown = true
 	if code, ok := has(opts, "-c", "--command"); ok {
-		if codeIsDynamic(opts, c.Argv) {
+		if code.Dynamic {
 			w.unknownAt(c.Pos, "script -c with a non-literal command", c.Text)
 			return false
 		}
 		w.record(*c)
-		w.subshell(func() { w.code(s.Pos(), "script -c", code) })
+		w.subshell(func() { w.code(s.Pos(), "script -c", code.Value) })
 		c.Argv = nil
 		return false
 	}
@@ -533,11 +523,15 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 	for _, o := range opts {
 		switch o.name {
 		case "-C", "--chdir":
-			next.Cwd = resolveIn(Arg{Value: o.val}, c.Cwd).Path
+			next.Cwd = resolveIn(o.val, c.Cwd).Path
 		case "-P":
 			next.Shadowed = true
 		case "-S", "--split-string":
-			for _, f := range strings.Fields(o.val) {
+			if o.val.Dynamic {
+				w.unknownAt(c.Pos, "env -S of a non-literal string", o.val.Value)
+				return false
+			}
+			for _, f := range strings.Fields(o.val.Value) {
 				prefix = append(prefix, Arg{Value: strings.Trim(f, `'"`)})
 			}
 		}

@@ -252,7 +252,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 // the first that surely matches, which is also returned.
 func (p *Policy) rules(c *Command, ctx Context) ([]*Rule, *Rule) {
 	var out []*Rule
-	for i := range p.Rules {
+	for _, i := range p.candidates(path.Base(c.Argv[0].Value)) {
 		r := &p.Rules[i]
 		m, sure := r.match(c)
 		if !m {
@@ -454,4 +454,75 @@ func isLoopback(s string) (host string, loop bool) {
 		return h, ip.IsLoopback()
 	}
 	return h, false
+}
+
+// ruleIndex finds the rules that can name a program without trying every
+// rule's every pattern.
+type ruleIndex struct {
+	byName map[string][]int // rules that name the program exactly
+	wild   []int            // rules with a pattern (*, ?, or a path)
+}
+
+func (p *Policy) buildIndex() {
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		r.names = map[string]bool{}
+		r.patterns = nil
+		for _, prog := range r.Programs {
+			if strings.ContainsAny(prog, "*?/") {
+				r.patterns = append(r.patterns, prog)
+			} else {
+				r.names[prog] = true
+			}
+		}
+		r.subFields, r.ifFields, r.unlessFields = splitAll(r.Sub), splitAll(r.IfArgs), splitAll(r.UnlessArgs)
+	}
+	p.index = newIndex(p.Rules)
+}
+
+func newIndex(rules []Rule) *ruleIndex {
+	ix := &ruleIndex{byName: map[string][]int{}}
+	for i, r := range rules {
+		wild := false
+		for _, prog := range r.Programs {
+			if strings.ContainsAny(prog, "*?/") {
+				wild = true
+				continue
+			}
+			if l := ix.byName[prog]; len(l) == 0 || l[len(l)-1] != i {
+				ix.byName[prog] = append(l, i)
+			}
+		}
+		if wild {
+			ix.wild = append(ix.wild, i)
+		}
+	}
+	return ix
+}
+
+// candidates returns, in order, the indices of the rules that may name the
+// program base.
+func (p *Policy) candidates(base string) []int {
+	ix := p.index
+	if ix == nil {
+		// A Policy built by hand rather than loaded: index it now
+		// without storing, so that concurrent callers do not race.
+		ix = newIndex(p.Rules)
+	}
+	a, b := ix.byName[base], ix.wild
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return out
 }

@@ -34,6 +34,7 @@ var defaultPolicy = sync.OnceValues(func() (*Policy, error) {
 	p := builtin()
 	f.applyTo(p)
 	p.Files = []string{DefaultName}
+	p.buildIndex()
 	return p, nil
 })
 
@@ -92,6 +93,7 @@ func Load(name string, data []byte) (*Policy, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	p.buildIndex()
 	return p, nil
 }
 
@@ -106,6 +108,7 @@ func (p *Policy) clone() *Policy {
 	c.Paths = append([]PathRule(nil), p.Paths...)
 	c.Examples = append([]Example(nil), p.Examples...)
 	c.Egress.ProtectedBranches = append([]string(nil), p.Egress.ProtectedBranches...)
+	c.index = nil
 	c.at = make(map[string]string, len(p.at))
 	for k, v := range p.at {
 		c.at[k] = v

@@ -26,14 +26,14 @@ func (r *Rule) match(c *Command) (matches, sure bool) {
 		sure = sure && s
 	}
 	if len(r.IfArgs) > 0 {
-		m, s := argsMatch(r.IfArgs, args)
+		m, s := argsMatch(r.ifFields, r.IfArgs, args)
 		if !m {
 			return false, false
 		}
 		sure = sure && s
 	}
 	if len(r.UnlessArgs) > 0 {
-		m, s := argsMatch(r.UnlessArgs, args)
+		m, s := argsMatch(r.unlessFields, r.UnlessArgs, args)
 		if m && s {
 			return false, false
 		}
@@ -72,8 +72,11 @@ func (r *Rule) matchSub(c *Command) (bool, bool) {
 		}
 		ops = append(ops, a)
 	}
-	for _, pat := range r.Sub {
-		fields := strings.Fields(pat)
+	subs := r.subFields
+	if subs == nil {
+		subs = splitAll(r.Sub)
+	}
+	for _, fields := range subs {
 		if len(fields) > len(ops) {
 			continue
 		}
@@ -92,22 +95,27 @@ func (r *Rule) matchSub(c *Command) (bool, bool) {
 			return true, sure
 		}
 	}
-	for _, pat := range r.Sub {
-		// A dynamic subcommand may be any of them.
-		if len(strings.Fields(pat)) > 0 && ops[0].Dynamic {
-			return true, false
-		}
+	// A dynamic subcommand may be any of them.
+	return ops[0].Dynamic, false
+}
+
+func splitAll(patterns []string) [][]string {
+	out := make([][]string, len(patterns))
+	for i, p := range patterns {
+		out[i] = strings.Fields(p)
 	}
-	return false, false
+	return out
 }
 
 // argsMatch reports whether any argument (or run of consecutive arguments,
 // for a pattern with spaces) matches any pattern; sure is false when only a
 // dynamic argument could match.
-func argsMatch(patterns []string, args []Arg) (matched, sure bool) {
+func argsMatch(split [][]string, patterns []string, args []Arg) (matched, sure bool) {
+	if split == nil {
+		split = splitAll(patterns)
+	}
 	possible := false
-	for _, pat := range patterns {
-		fields := strings.Fields(pat)
+	for _, fields := range split {
 		if len(fields) == 0 {
 			continue
 		}
@@ -141,7 +149,7 @@ func glob(pat, s string, fold bool) bool {
 	if fold {
 		pat, s = strings.ToLower(pat), strings.ToLower(s)
 	}
-	if !strings.ContainsAny(pat, "*?") {
+	if !hasMeta(pat) {
 		return pat == s
 	}
 	px, sx := 0, 0
@@ -174,6 +182,15 @@ func glob(pat, s string, fold bool) bool {
 		return false
 	}
 	return true
+}
+
+func hasMeta(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '*' || s[i] == '?' {
+			return true
+		}
+	}
+	return false
 }
 
 // matches reports whether a path rule applies to an absolute path.
@@ -305,7 +322,14 @@ func hostOptions(base string) bool {
 // patterns with a slash (/etc/init.d/*).
 func (r *Rule) matchProgram(name string) bool {
 	base := path.Base(name)
-	for _, p := range r.Programs {
+	progs := r.Programs
+	if r.names != nil {
+		if r.names[base] {
+			return true
+		}
+		progs = r.patterns
+	}
+	for _, p := range progs {
 		if strings.Contains(p, "/") {
 			if strings.HasPrefix(name, "/") && pathGlob(p, path.Clean(name)) {
 				return true

@@ -101,6 +101,8 @@ type Policy struct {
 
 	// at records where each setting came from, for reasons.
 	at map[string]string
+	// index is built once the rules are final.
+	index *ruleIndex
 }
 
 // Egress holds the conditions on steps that reach outside.
@@ -152,6 +154,12 @@ type Rule struct {
 	Rollback   string
 	Verify     string
 	Message    string
+
+	// Filled when the policy is indexed: the exact program names, the
+	// program patterns, and the argument patterns split into words.
+	names                             map[string]bool
+	patterns                          []string
+	subFields, ifFields, unlessFields [][]string
 }
 
 // PathRule maps written paths to a class.
