@@ -6,7 +6,8 @@ import (
 
 // Pos is a position in the source given to [Parse]: a 1-based line and
 // column (in bytes). Facts found inside nested code (a `bash -c` string, an
-// eval, a script file) carry the position of the outer word that holds it.
+// eval, a script file) carry the position of the outer command that runs
+// it.
 type Pos struct {
 	Line, Col int
 }
@@ -16,7 +17,8 @@ func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
 // Facts is what [Parse] learned about a piece of shell source.
 type Facts struct {
 	// Commands lists every simple command that may run, in source order,
-	// including those in nested code.
+	// including those in nested code. A command that runs nested code (eval,
+	// bash x.sh) may be listed before or after the code it runs.
 	Commands []Command
 	// Unknown lists every construct whose effect cannot be known before it
 	// runs. Any entry makes the source unknown code.

@@ -31,7 +31,7 @@ type Options struct {
 	// MaxDepth bounds nested code (bash -c, eval, scripts). Zero means 8.
 	MaxDepth int
 	// MaxCommands bounds the number of commands recorded. Zero means 10000.
-	// Source that reaches the bound is reported as unknown code.
+	// Source with more commands is reported as unknown code.
 	MaxCommands int
 }
 
@@ -77,6 +77,7 @@ type walker struct {
 	outer *Pos   // set in nested code: every position becomes *outer
 	via   string // how nested code was reached
 	depth int
+	root  bool // nested code that runs as another user (sudo bash -c)
 }
 
 type shared struct {
@@ -303,6 +304,13 @@ func (w *walker) pos(p syntax.Pos) Pos {
 
 func (w *walker) text(n syntax.Node) string {
 	start, end := int(n.Pos().Offset()), int(n.End().Offset())
+	if s, ok := n.(*syntax.Stmt); ok && s.Cmd != nil && s.Semicolon.IsValid() {
+		// A statement's end includes its ; or &: the command ends before.
+		end = int(s.Cmd.End().Offset())
+		for _, r := range s.Redirs {
+			end = max(end, int(r.End().Offset()))
+		}
+	}
 	if start < 0 || end > len(w.src) || start > end {
 		return ""
 	}
@@ -333,6 +341,8 @@ func (w *walker) record(c Command) {
 	}
 	c.Via = w.via
 	c.Depth = w.depth
+	c.Root = c.Root || w.root
+	c.Writes = dedupe(c.Writes)
 	if w.st.shadow {
 		c.Shadowed = true
 	}
@@ -343,7 +353,7 @@ func (w *walker) record(c Command) {
 func (w *walker) nested(at syntax.Pos, via string) *walker {
 	p := w.pos(at)
 	n := &walker{opts: w.opts, facts: w.facts, st: w.st, shared: w.shared,
-		outer: &p, via: via, depth: w.depth + 1}
+		outer: &p, via: via, depth: w.depth + 1, root: w.root}
 	if w.via != "" {
 		n.via = w.via + " > " + via
 	}
@@ -542,7 +552,21 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 	case *syntax.TimeClause:
 		w.stmt(c.Stmt)
 	case *syntax.CoprocClause:
-		w.subshell(func() { w.stmt(c.Stmt) })
+		st := c.Stmt
+		if call, ok := st.Cmd.(*syntax.CallExpr); ok {
+			cp := *st
+			if c.Name != nil {
+				// bash takes NAME only before a compound command: in
+				// `coproc a b` the name is the program.
+				call = &syntax.CallExpr{Assigns: call.Assigns, Args: append([]*syntax.Word{c.Name}, call.Args...)}
+				cp.Cmd = call
+			}
+			// mvdan puts the statement at its last word: move it to the
+			// command's start.
+			cp.Position = call.Pos()
+			st = &cp
+		}
+		w.subshell(func() { w.stmt(st) })
 	case *syntax.TestDecl:
 		w.subs(c.Description)
 		w.stmt(c.Body)
@@ -763,7 +787,7 @@ func (w *walker) word(word *syntax.Word) []Arg {
 			}
 			if i == 0 && strings.HasPrefix(x.Value, "~") {
 				user, _, _ := strings.Cut(x.Value[1:], "/")
-				if user != "" {
+				if _, home := w.lookup("HOME"); user != "" || !home {
 					dynamic = true // ~user needs the password database
 				}
 			}
@@ -878,3 +902,17 @@ func (e environ) Get(name string) expand.Variable {
 }
 
 func (e environ) Each(func(string, expand.Variable) bool) {}
+
+// dedupe drops repeated writes, keeping the first of each.
+func dedupe(ws []Write) []Write {
+	for i := 1; i < len(ws); i++ {
+		for j := 0; j < i; j++ {
+			if ws[i] == ws[j] {
+				ws = append(ws[:i], ws[i+1:]...)
+				i--
+				break
+			}
+		}
+	}
+	return ws
+}

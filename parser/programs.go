@@ -546,37 +546,38 @@ func (w *walker) unzip(c *Command) {
 	c.Writes = append(c.Writes, wr)
 }
 
+// curlSpec lists curl's options that take a value.
+var curlSpec = optSpec{value: "bcCdDeEFHKmoPQrtTuUwxXyYz", longValue: []string{"--output", "--output-dir",
+	"--dump-header", "--cookie-jar", "--trace", "--trace-ascii", "--stderr", "--etag-save", "--hsts",
+	"--alt-svc", "--libcurl", "--config", "--data", "--data-raw", "--data-binary", "--data-urlencode",
+	"--form", "--header", "--user", "--user-agent", "--request", "--url", "--proxy", "--cookie",
+	"--referer", "--max-time", "--connect-timeout", "--retry", "--upload-file", "--json", "--cert",
+	"--key", "--cacert", "--resolve", "--connect-to", "--write-out", "--range"}}
+
 func (w *walker) curl(c *Command) {
 	c.WritesKnown = true
-	args := c.Argv[1:]
+	opts := curlSpec.all(c.Argv[1:])
 	outDir := Arg{Value: "."}
-	if d, ok := optValue(args, "--output-dir"); ok {
+	if d, ok := has(opts, "--output-dir"); ok {
 		outDir = d
 	}
-	for i, a := range args {
-		v := a.Value
-		switch {
-		case (v == "-o" || v == "--output" || v == "-D" || v == "--dump-header" || v == "-c" ||
-			v == "--cookie-jar" || v == "--trace" || v == "--trace-ascii" || v == "--stderr" ||
-			v == "--etag-save" || v == "--hsts" || v == "--alt-svc" || v == "--libcurl") && i+1 < len(args):
-			t := args[i+1]
+	for _, o := range opts {
+		t := o.val
+		switch o.name {
+		case "-o", "--output", "-D", "--dump-header", "-c", "--cookie-jar", "--trace", "--trace-ascii",
+			"--stderr", "--etag-save", "--hsts", "--alt-svc", "--libcurl":
 			if !t.Dynamic && (t.Value == "-" || harmlessDevice(t.Value)) {
 				continue
 			}
-			if v == "-o" || v == "--output" {
-				if !t.Dynamic && !strings.HasPrefix(t.Value, "/") {
-					t.Value = path.Join(outDir.Value, t.Value)
-				}
+			if (o.name == "-o" || o.name == "--output") && !t.Dynamic && !strings.HasPrefix(t.Value, "/") {
+				t.Value = path.Join(outDir.Value, t.Value)
 			}
 			c.Writes = append(c.Writes, w.resolveAt(c, t))
-		case v == "-O" || v == "--remote-name" || v == "--remote-name-all" || v == "-J" ||
-			(strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--") && strings.ContainsRune(v, 'O')):
+		case "-O", "--remote-name", "--remote-name-all", "-J", "--remote-header-name":
 			wr := w.resolveAt(c, outDir)
 			wr.Tree = true
 			c.Writes = append(c.Writes, wr)
-		case strings.HasPrefix(v, "-o") && len(v) > 2 && !strings.HasPrefix(v, "--"):
-			c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: v[2:]}))
-		case strings.HasPrefix(v, "--config") || v == "-K":
+		case "-K", "--config":
 			w.unknownAt(c.Pos, "curl reads options from a file", c.Text)
 		}
 	}
@@ -662,14 +663,14 @@ func (w *walker) execPath(s *syntax.Stmt, c *Command) {
 	}
 	data, err := w.opts.ReadFile(p.Path)
 	if err != nil {
+		c.Opaque = true
 		return
 	}
-	interp, posix, ok := shebang(data)
-	if !ok {
-		_ = interp
+	if _, posix, ok := shebang(data); ok {
+		w.scriptText(s, c, p.Path, string(data), posix)
 		return
 	}
-	w.scriptText(s, c, p.Path, string(data), posix)
+	c.Opaque = true // a program in another language, or a binary
 }
 
 // shebang reports whether data is a shell script: a shell shebang, or no
@@ -732,7 +733,12 @@ func (w *walker) script(s *syntax.Stmt, c *Command, p, via string, posix bool) b
 
 func (w *walker) scriptText(s *syntax.Stmt, c *Command, p, text string, posix bool) {
 	c.Script = p
-	w.subshell(func() { w.scriptWalk(s, c.Pos, p, text, "script "+c.Argv[0].Value, posix) })
+	w.subshell(func() {
+		saved := w.root
+		w.root = w.root || c.Root
+		w.scriptWalk(s, c.Pos, p, text, "script "+c.Argv[0].Value, posix)
+		w.root = saved
+	})
 }
 
 func (w *walker) scriptWalk(s *syntax.Stmt, at Pos, p, text, via string, posix bool) {
@@ -819,6 +825,7 @@ func (w *walker) shell(s *syntax.Stmt, c *Command, base string) {
 			return
 		}
 		w.record(*c)
+		inner.root = w.root || c.Root
 		c.Argv = nil
 		w.subshell(func() {
 			inner.st = w.st
@@ -830,7 +837,16 @@ func (w *walker) shell(s *syntax.Stmt, c *Command, base string) {
 		w.stdinCode(s, c, base)
 		return
 	case len(rest) > 0:
-		if !w.script(s, c, rest[0].Value, base+" "+rest[0].Value, posix) {
+		// The script runs in a child shell: its cd and variables stay
+		// there.
+		read := false
+		w.subshell(func() {
+			saved := w.root
+			w.root = w.root || c.Root
+			read = w.script(s, c, rest[0].Value, base+" "+rest[0].Value, posix)
+			w.root = saved
+		})
+		if !read {
 			// An unread script is an unknown program, not unknown code.
 			c.Opaque = true
 		}

@@ -168,12 +168,17 @@ func (w *walker) find(s *syntax.Stmt, c *Command) {
 					Cwd: c.Cwd, Shadowed: c.Shadowed,
 					Wrappers: append(append([]string(nil), c.Wrappers...), "find "+v)}
 				if v == "-execdir" || v == "-okdir" {
-					// It runs in the directory of each file found.
+					// It runs in the directory of each file found, on
+					// ./NAME: everything lies under the starting point.
 					wr := w.resolveAt(c, r)
 					next.Cwd = ""
 					if wr.Resolved && !r.Glob {
 						next.Cwd = wr.Path // the shallowest it can be
-						next.Argv = append([]Arg(nil), next.Argv...)
+					}
+					for k, a := range next.Argv {
+						if k > 0 && !a.Dynamic && a.Glob && a.Value == under(r).Value {
+							next.Argv[k] = Arg{Value: "./*", Glob: true}
+						}
 					}
 				}
 				execs = append(execs, next)

@@ -187,7 +187,7 @@ func wrapperFor(name string) (wrapper, bool) {
 	case "watch":
 		return wrapper{spec: optSpec{value: "nq", longValue: []string{"--interval", "--equexit"}}, peel: peelWatch}, true
 	case "flock":
-		return wrapper{spec: optSpec{value: "wEc", longValue: []string{"--timeout", "--wait", "--conflict-exit-code", "--command"}}, peel: peelFlock}, true
+		return wrapper{spec: optSpec{value: "wEc", longValue: []string{"--timeout", "--wait", "--conflict-exit-code", "--command"}}, operands: 1, peel: peelFlock}, true
 	case "chroot":
 		return wrapper{spec: optSpec{longValue: []string{"--userspec", "--groups"}}, operands: 1, root: true, peel: peelChroot}, true
 	case "script":
@@ -317,6 +317,9 @@ func peelRootShell(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg,
 }
 
 func peelSu(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *Command) bool {
+	// su takes options after the user too: su - bob -c CMD.
+	spec, _ := wrapperFor(baseName(c.Argv[0].Value))
+	opts = spec.spec.all(c.Argv[1:])
 	if code, ok := has(opts, "-c", "--command", "--session-command", "-C"); ok {
 		if code.Dynamic {
 			w.unknownAt(c.Pos, c.Argv[0].Value+" -c with a non-literal command", c.Text)
@@ -325,7 +328,7 @@ func peelSu(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *
 		c.Root = true
 		c.WritesKnown = true
 		w.record(*c)
-		w.subshell(func() { w.code(s.Pos(), c.Argv[0].Value+" -c", code.Value) })
+		w.subshell(func() { w.asRoot(func() { w.code(s.Pos(), c.Argv[0].Value+" -c", code.Value) }) })
 		c.Argv = nil // already recorded
 		return false
 	}
@@ -537,6 +540,9 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 		}
 	}
 	argv := append(prefix, next.Argv...)
+	if len(argv) > 0 && !argv[0].Dynamic && argv[0].Value == "-" {
+		argv = argv[1:] // env - is env -i
+	}
 	for len(argv) > 0 {
 		a := argv[0]
 		name, _, ok := strings.Cut(a.Value, "=")
@@ -579,14 +585,28 @@ func peelParallel(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, 
 		return false
 	}
 	var cmd []Arg
+	placeholder := false
 	for _, a := range args[i:] {
 		if !a.Dynamic && (a.Value == ":::" || a.Value == "::::" || a.Value == ":::+" || a.Value == "::::+") {
 			break
 		}
 		if !a.Dynamic && strings.Contains(a.Value, "{") {
 			a = Arg{Value: "\"$PARALLEL_ARG\"", Dynamic: false}
+			placeholder = true
 		}
 		cmd = append(cmd, a)
 	}
+	if !placeholder {
+		// Without {}, parallel appends each input to the command.
+		cmd = append(cmd, Arg{Value: "\"$PARALLEL_ARG\""})
+	}
 	return w.shellJoin(s, c, cmd, "parallel")
+}
+
+// asRoot runs fn with every command it records marked as running as root.
+func (w *walker) asRoot(fn func()) {
+	saved := w.root
+	w.root = true
+	fn()
+	w.root = saved
 }
