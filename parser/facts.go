@@ -111,6 +111,9 @@ type Command struct {
 	// Stdin is the static text a here-document or here-string feeds the
 	// command, or "".
 	Stdin string
+	// Network is set when code the command runs (python -c, node -e, perl
+	// -e) uses the network.
+	Network bool
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string

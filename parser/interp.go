@@ -530,6 +530,7 @@ func (w *walker) perl(s *syntax.Stmt, c *Command) {
 	if reason := perlDanger(strings.Join(code, "\n")); reason != "" {
 		w.unknownAt(c.Pos, "perl code "+reason, strings.Join(code, "; "))
 	}
+	c.Network = codeNetwork().MatchString(strings.Join(code, "\n"))
 	if inPlace {
 		for _, f := range files {
 			c.Writes = append(c.Writes, w.resolveAt(c, f))
@@ -546,12 +547,19 @@ func perlDanger(code string) string {
 	return ""
 }
 
+// codeNetwork finds the modules and calls that reach the network in
+// python, node, perl and ruby code.
+var codeNetwork = lazyRE(`\b(requests|urllib\w*|http\.client|httpx|aiohttp|socket|smtplib|ftplib|poplib|imaplib|paramiko|boto3|botocore|telnetlib|urlopen|websockets?|grpc|xmlrpc|pycurl|https?|net|dgram|tls|fetch|axios|undici|got|WebSocket|LWP|IO::Socket|HTTP::Tiny|Net::\w+|open-uri|Mechanize)\b|https?://`)
+
 // interpreterCode marks -e style code of interpreters we do not analyse.
 func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
-	for _, a := range c.Argv[1:] {
+	for i, a := range c.Argv[1:] {
 		for _, f := range flags {
 			if a.Value == f || strings.HasPrefix(a.Value, f) && len(f) == 2 {
 				w.unknownAt(c.Pos, c.Argv[0].Value+" "+f+" runs code the parser cannot analyse", c.Text)
+				if i+2 < len(c.Argv) && codeNetwork().MatchString(c.Argv[i+2].Value+a.Value) {
+					c.Network = true
+				}
 				return
 			}
 		}
@@ -673,6 +681,7 @@ func (w *walker) python(s *syntax.Stmt, c *Command) {
 			if reason := pyDanger(code); reason != "" {
 				w.unknownAt(c.Pos, "python code "+reason, code)
 			}
+			c.Network = codeNetwork().MatchString(code)
 			return
 		case v == "-m" || strings.HasPrefix(v, "-m") && len(v) > 2:
 			mod := strings.TrimPrefix(v, "-m")
@@ -722,6 +731,7 @@ func (w *walker) pythonStdin(s *syntax.Stmt, c *Command) {
 	if reason := pyDanger(text); reason != "" {
 		w.unknownAt(c.Pos, "python code "+reason, text)
 	}
+	c.Network = codeNetwork().MatchString(text)
 }
 
 var (
@@ -774,6 +784,7 @@ func (w *walker) node(s *syntax.Stmt, c *Command) {
 			if reason := nodeDanger(args[i+1].Value); reason != "" {
 				w.unknownAt(c.Pos, "node code "+reason, args[i+1].Value)
 			}
+			c.Network = codeNetwork().MatchString(args[i+1].Value)
 			return
 		case v == "--version" || v == "-v" || v == "--help" || v == "-h" || v == "--v8-options":
 			return
@@ -795,4 +806,5 @@ func (w *walker) node(s *syntax.Stmt, c *Command) {
 	if reason := nodeDanger(text); reason != "" {
 		w.unknownAt(c.Pos, "node code "+reason, text)
 	}
+	c.Network = codeNetwork().MatchString(text)
 }

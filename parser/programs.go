@@ -35,7 +35,12 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	name := c.Name()
 	base := baseName(name)
 	c.Sub = subcommandIndex(base, c.Argv)
+	if w.runner(s, c, base) {
+		return
+	}
 	switch {
+	case base == "venv" || base == "virtualenv":
+		w.venv(c)
 	case isShell(base):
 		w.shell(s, c, base)
 		return

@@ -585,3 +585,96 @@ func (w *walker) pip(c *Command) {
 	}
 	c.Writes = append(c.Writes, Write{Path: "<system site-packages>", Tree: true})
 }
+
+// runner handles the tools that run another program in a prepared
+// environment: npx prettier, uv run pytest, poetry run python manage.py,
+// bundle exec rake. The program after them is classified as a program of
+// its own; the runner itself is recorded too, since it may install what
+// it runs. It reports whether c was handled.
+func (w *walker) runner(s *syntax.Stmt, c *Command, base string) bool {
+	var rest []Arg
+	var values []string
+	switch {
+	case base == "npx" || base == "pnpx" || base == "bunx":
+		rest, values = c.Argv[1:], []string{"-p", "--package", "--call", "-c"}
+	case c.Sub > 0 && runsProgram(base, c.Argv[c.Sub].Value):
+		rest = c.Argv[c.Sub+1:]
+		values = []string{"-n", "--name", "-p", "--prefix", "--with", "--python", "--package", "--env-file", "--directory", "--project", "-e", "--env", "--from", "--call", "-c"}
+	default:
+		return false
+	}
+	outer := *c
+	outer.WritesKnown = false
+	w.record(outer)
+	c.Argv = nil
+	var code *Arg
+	i := 0
+	for ; i < len(rest); i++ {
+		a := rest[i]
+		if a.Dynamic {
+			break
+		}
+		if a.Value == "--" {
+			i++
+			break
+		}
+		if !strings.HasPrefix(a.Value, "-") {
+			break
+		}
+		if (a.Value == "-c" || a.Value == "--call") && i+1 < len(rest) {
+			code = &rest[i+1]
+		}
+		if contains(values, a.Value) {
+			i++
+		}
+	}
+	if code != nil {
+		if code.Dynamic {
+			w.unknownAt(outer.Pos, base+" -c of a non-literal", code.Value)
+			return true
+		}
+		w.subshell(func() { w.code(s.Pos(), base+" -c", code.Value) })
+		return true
+	}
+	if i >= len(rest) {
+		return true
+	}
+	next := outer
+	next.Argv = rest[i:]
+	next.Sub = 0
+	next.Wrappers = append(append([]string(nil), outer.Wrappers...), base)
+	w.command(s, next)
+	return true
+}
+
+// runsProgram reports the subcommands that run another program.
+func runsProgram(base, sub string) bool {
+	switch base {
+	case "poetry", "uv", "pipenv", "pdm", "hatch", "rye", "conda", "mamba", "micromamba", "pixi":
+		return sub == "run"
+	case "bundle", "bundler":
+		return sub == "exec"
+	case "pnpm":
+		return sub == "exec" || sub == "dlx"
+	case "yarn":
+		return sub == "dlx" || sub == "exec"
+	case "npm":
+		return sub == "exec" || sub == "x"
+	case "bun":
+		return sub == "x"
+	}
+	return false
+}
+
+// venv writes the environment directory it is given.
+func (w *walker) venv(c *Command) {
+	c.WritesKnown = true
+	for _, a := range c.Argv[1:] {
+		if a.Dynamic || !strings.HasPrefix(a.Value, "-") {
+			wr := w.resolveAt(c, a)
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
+			return
+		}
+	}
+}

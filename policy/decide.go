@@ -43,6 +43,7 @@ type Command struct {
 	WritesKnown bool
 	Script      string // the script whose text was classified, or ""
 	Opaque      bool   // runs code that could not be read
+	Network     bool   // runs code that uses the network
 	SQL         string // "read-only" or "write" for database clients
 	Cwd         string // "" when unknown
 	Writes      []Write
@@ -178,7 +179,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 		// Redirections alone, or a dynamic name (already unknown code).
 		out = append(out, p.writes(c, ctx, None)...)
 		if len(out) == 0 {
-			out = append(out, Reason{Rule: "redirect", At: p.location(""), Pos: c.Pos, Text: text})
+			out = append(out, Reason{Rule: "redirect", Pos: c.Pos, Text: text})
 		}
 		return out, nil
 	}
@@ -188,7 +189,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 	cls := None
 	switch {
 	case c.Function:
-		out = append(out, Reason{Rule: "function", At: p.location(""), Pos: c.Pos,
+		out = append(out, Reason{Rule: "function", Pos: c.Pos,
 			Text: "calls the function " + name + " (its body is classified)"})
 	default:
 		matched, definite := p.rules(c, ctx)
@@ -207,13 +208,13 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 			for i := range out {
 				out[i].Class = None
 			}
-			out = append(out, Reason{Rule: "script", At: p.location(""), Pos: c.Pos,
+			out = append(out, Reason{Rule: "script", Pos: c.Pos,
 				Text: "reads and classifies " + c.Script})
 			break
 		}
 		switch {
 		case len(matched) == 0 && c.Builtin:
-			out = append(out, Reason{Rule: "builtin", At: p.location(""), Pos: c.Pos, Text: text})
+			out = append(out, Reason{Rule: "builtin", Pos: c.Pos, Text: text})
 		case len(matched) == 0:
 			cls = max(cls, p.UnknownProgram)
 			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
@@ -235,11 +236,15 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 		}
 	}
 	out = append(out, p.writes(c, ctx, cls)...)
+	if c.Network {
+		out = append(out, Reason{Rule: "network_code", Pos: c.Pos, Egress: true,
+			Text: "runs code that uses the network: " + text})
+	}
 	if c.Root {
 		// As root, anything that is not read-only can reach the machine.
 		for _, r := range out {
 			if r.Class > None {
-				out = append(out, Reason{Rule: "root", At: p.location(""), Pos: c.Pos,
+				out = append(out, Reason{Rule: "root", Pos: c.Pos,
 					Text: "runs as root and is not read-only: " + text, Class: Fork})
 				break
 			}
