@@ -316,10 +316,10 @@ func peelRootShell(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg,
 	return true
 }
 
-func peelSu(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next *Command) bool {
+func peelSu(w *walker, s *syntax.Stmt, c *Command, _ []opt, ops []Arg, next *Command) bool {
 	// su takes options after the user too: su - bob -c CMD.
 	spec, _ := wrapperFor(baseName(c.Argv[0].Value))
-	opts = spec.spec.all(c.Argv[1:])
+	opts := spec.spec.all(c.Argv[1:])
 	if code, ok := has(opts, "-c", "--command", "--session-command", "-C"); ok {
 		if code.Dynamic {
 			w.unknownAt(c.Pos, c.Argv[0].Value+" -c with a non-literal command", c.Text)

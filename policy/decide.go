@@ -66,16 +66,15 @@ type Context struct {
 
 // Decision is what the policy says about one step.
 type Decision struct {
-	Class      Class    `json:"class"`
-	Egress     bool     `json:"egress"`
-	Verdict    Verdict  `json:"verdict"`
-	Condition  string   `json:"condition,omitempty"`
-	Rollback   string   `json:"rollback"`
-	Verify     string   `json:"verify,omitempty"`
-	Roots      []string `json:"roots"`
-	Reasons    []Reason `json:"reasons"`
-	SyntaxErr  string   `json:"syntax_error,omitempty"`
-	Unresolved int      `json:"-"`
+	Class     Class    `json:"class"`
+	Egress    bool     `json:"egress"`
+	Verdict   Verdict  `json:"verdict"`
+	Condition string   `json:"condition,omitempty"`
+	Rollback  string   `json:"rollback"`
+	Verify    string   `json:"verify,omitempty"`
+	Roots     []string `json:"roots"`
+	Reasons   []Reason `json:"reasons"`
+	SyntaxErr string   `json:"syntax_error,omitempty"`
 }
 
 // Reason is one thing that contributed to a decision.
@@ -119,7 +118,7 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 	var conditions []string
 	for i := range in.Commands {
 		c := &in.Commands[i]
-		rs, rule := p.command(c, ctx)
+		rs, matched, rule := p.command(c, ctx)
 		for _, r := range rs {
 			add(r)
 		}
@@ -130,14 +129,19 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 			if rule.Verify != "" {
 				d.Verify = rule.Verify
 			}
-			if rule.Verdict == Constrain {
-				cond, verdict := p.constraint(rule, c)
-				if verdict == Deny {
-					add(Reason{Rule: rule.Name, At: rule.At, Pos: c.Pos, Text: cond, Class: None,
-						Egress: rule.Egress, Verdict: Deny, Message: rule.Message})
-				} else if !containsStr(conditions, cond) {
-					conditions = append(conditions, cond)
-				}
+		}
+		// Every rule that may apply constrains, not only the one that
+		// surely does: git $SUB may be a push.
+		for _, r := range matched {
+			if r.Verdict != Constrain {
+				continue
+			}
+			cond, verdict := p.constraint(r, c)
+			if verdict == Deny {
+				add(Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: cond, Class: None,
+					Egress: r.Egress, Verdict: Deny, Message: r.Message})
+			} else if !containsStr(conditions, cond) {
+				conditions = append(conditions, cond)
 			}
 		}
 	}
@@ -170,9 +174,9 @@ func containsStr(list []string, s string) bool {
 	return false
 }
 
-// command decides one command. It returns its reasons and the rule that
-// decided it, if any.
-func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
+// command decides one command. It returns its reasons, the rules that may
+// apply, and the rule that decided it, if any.
+func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 	var out []Reason
 	text := clip(c.Text)
 	if len(c.Argv) == 0 || c.Argv[0].Dynamic {
@@ -181,18 +185,20 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 		if len(out) == 0 {
 			out = append(out, Reason{Rule: "redirect", Pos: c.Pos, Text: text})
 		}
-		return out, nil
+		return out, nil, nil
 	}
 	name := c.Argv[0].Value
 	base := path.Base(name)
 	var decided *Rule
+	var matched []*Rule
 	cls := None
 	switch {
 	case c.Function:
 		out = append(out, Reason{Rule: "function", Pos: c.Pos,
 			Text: "calls the function " + name + " (its body is classified)"})
 	default:
-		matched, definite := p.rules(c, ctx)
+		var definite *Rule
+		matched, definite = p.rules(c, ctx)
 		for _, r := range matched {
 			cls = max(cls, r.Class)
 			out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: text, Class: r.Class,
@@ -250,7 +256,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, *Rule) {
 			}
 		}
 	}
-	return out, decided
+	return out, matched, decided
 }
 
 // rules returns every rule that may match c, in order, up to and including
@@ -379,7 +385,8 @@ func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict) {
 	}
 	var ops []string
 	force := false
-	for _, a := range c.Argv[max(c.Sub, 1)+1:] {
+	start := min(max(c.Sub, 1)+1, len(c.Argv))
+	for _, a := range c.Argv[start:] {
 		v := a.Value
 		switch {
 		case a.Dynamic:

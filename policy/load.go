@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -73,9 +74,9 @@ func LoadFile(name string) (*Policy, error) {
 }
 
 // Load parses a user's policy. Unless it says `extends: none`, it is merged
-// onto the embedded default: its rules, path rules and examples come
-// first, its lists of roots, scratch paths and excludes are added, and the
-// settings it names replace the default's. A policy that does not load
+// onto the embedded default: its rules, path rules and examples come first,
+// its roots, scratch paths, excludes and trusted directories are added, and
+// the settings it names replace the default's. A policy that does not load
 // returns a *[LoadError] with the file, line and column.
 func Load(name string, data []byte) (*Policy, error) {
 	f, err := parseFile(name, data)
@@ -90,9 +91,6 @@ func Load(name string, data []byte) (*Policy, error) {
 	}
 	f.applyTo(p)
 	p.Files = append(p.Files, name)
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
 	p.buildIndex()
 	return p, nil
 }
@@ -116,33 +114,19 @@ func (p *Policy) clone() *Policy {
 	return &c
 }
 
-func (p *Policy) validate() error {
-	names := map[string]string{}
-	for _, r := range p.Rules {
-		if prev, ok := names[r.Name]; ok && prev != r.At && sameFile(prev, r.At) {
-			file, line := splitAt(r.At)
-			return &LoadError{File: file, Line: line, Col: 1,
-				Msg:  fmt.Sprintf("rule %q is defined twice (first at %s)", r.Name, prev),
+// checkNames refuses two rules of one file with the same name. A user's
+// rule may reuse a name of the default's: reasons then say which file.
+func (f *file) checkNames() error {
+	seen := map[string]Rule{}
+	for _, r := range f.rules {
+		if prev, ok := seen[r.Name]; ok {
+			return &LoadError{File: f.name, Line: r.nameLine, Col: r.nameCol,
+				Msg:  fmt.Sprintf("rule %q is defined twice (first at %s)", r.Name, prev.At),
 				Hint: "give each rule its own name"}
 		}
-		names[r.Name] = r.At
+		seen[r.Name] = r
 	}
 	return nil
-}
-
-func sameFile(a, b string) bool {
-	fa, _ := splitAt(a)
-	fb, _ := splitAt(b)
-	return fa == fb
-}
-
-func splitAt(at string) (string, int) {
-	i := strings.LastIndexByte(at, ':')
-	if i < 0 {
-		return at, 0
-	}
-	n, _ := strconv.Atoi(at[i+1:])
-	return at[:i], n
 }
 
 // file is what one policy file says, before it is merged.
@@ -211,7 +195,7 @@ func (f *file) applyTo(p *Policy) {
 	}
 	p.Rules = append(append([]Rule(nil), f.rules...), p.Rules...)
 	p.Paths = append(append([]PathRule(nil), f.paths...), p.Paths...)
-	p.Examples = append(p.Examples, f.examples...)
+	p.Examples = append(append([]Example(nil), f.examples...), p.Examples...)
 	for k, v := range f.at {
 		p.at[k] = v
 	}
@@ -219,43 +203,68 @@ func (f *file) applyTo(p *Policy) {
 
 // reader walks a YAML syntax tree and stops at the first error.
 type reader struct {
-	name string
-	err  *LoadError
+	name    string
+	err     *LoadError
+	anchors map[string]ast.Node
 }
 
 func (r *reader) fail(n ast.Node, msg, hint string) {
 	if r.err != nil {
 		return
 	}
-	line, col := 1, 1
-	if n != nil && n.GetToken() != nil {
-		line, col = n.GetToken().Position.Line, n.GetToken().Position.Column
-	}
+	line, col := position(n)
 	r.err = &LoadError{File: r.name, Line: line, Col: col, Msg: msg, Hint: hint}
 }
 
-func (r *reader) at(n ast.Node) string {
-	line := 1
-	if n != nil && n.GetToken() != nil {
-		line = n.GetToken().Position.Line
+// position is where a node starts for a person: a block mapping starts at
+// its first key, not at the colon after it.
+func position(n ast.Node) (line, col int) {
+	switch x := n.(type) {
+	case *ast.MappingNode:
+		if len(x.Values) > 0 && !x.IsFlowStyle {
+			return position(x.Values[0])
+		}
+	case *ast.MappingValueNode:
+		return position(x.Key)
 	}
+	if n == nil || n.GetToken() == nil {
+		return 1, 1
+	}
+	return n.GetToken().Position.Line, n.GetToken().Position.Column
+}
+
+func (r *reader) at(n ast.Node) string {
+	line, _ := position(n)
 	return fmt.Sprintf("%s:%d", r.name, line)
 }
 
-// unwrap removes comments, tags and anchors around a node.
-func unwrap(n ast.Node) ast.Node {
-	for {
+// unwrap removes comments, tags and anchors around a node, and follows
+// aliases to the anchors seen before them.
+func (r *reader) unwrap(n ast.Node) ast.Node {
+	for range 64 { // bounded: an alias cannot lead back to itself forever
 		switch x := n.(type) {
 		case *ast.TagNode:
 			n = x.Value
 		case *ast.AnchorNode:
+			if r.anchors == nil {
+				r.anchors = map[string]ast.Node{}
+			}
+			r.anchors[strings.TrimSpace(x.Name.String())] = x.Value
 			n = x.Value
+		case *ast.AliasNode:
+			v, ok := r.anchors[strings.TrimSpace(x.Value.String())]
+			if !ok {
+				r.fail(x, fmt.Sprintf("alias *%s names no anchor defined before it", strings.TrimSpace(x.Value.String())), "define &NAME before using *NAME")
+				return nil
+			}
+			n = v
 		case *ast.CommentGroupNode:
 			return nil
 		default:
 			return n
 		}
 	}
+	return n
 }
 
 type field struct {
@@ -266,7 +275,7 @@ type field struct {
 
 // mapping returns the fields of a mapping node, checking their names.
 func (r *reader) mapping(n ast.Node, what string, known []string) []field {
-	n = unwrap(n)
+	n = r.unwrap(n)
 	var values []*ast.MappingValueNode
 	switch x := n.(type) {
 	case *ast.MappingNode:
@@ -328,7 +337,7 @@ func editDistance(a, b string) int {
 
 // scalar returns the text of a scalar node.
 func (r *reader) scalar(n ast.Node, what string) (string, bool) {
-	n = unwrap(n)
+	n = r.unwrap(n)
 	switch x := n.(type) {
 	case *ast.StringNode:
 		return x.Value, true
@@ -361,13 +370,26 @@ func (r *reader) boolean(n ast.Node, what string) bool {
 	case "false", "no", "off":
 		return false
 	}
-	r.fail(unwrap(n), fmt.Sprintf("%s must be true or false, not %q", what, s), "write true or false")
+	r.fail(r.unwrap(n), fmt.Sprintf("%s must be true or false, not %q", what, s), "write true or false")
 	return false
+}
+
+// entries returns the nodes of a sequence; a single scalar is a list of
+// one.
+func (r *reader) entries(n ast.Node) []ast.Node {
+	n = r.unwrap(n)
+	switch x := n.(type) {
+	case *ast.SequenceNode:
+		return x.Values
+	case nil, *ast.NullNode:
+		return nil
+	}
+	return []ast.Node{n}
 }
 
 // list returns a sequence of scalars; a single scalar is a list of one.
 func (r *reader) list(n ast.Node, what string) []string {
-	n = unwrap(n)
+	n = r.unwrap(n)
 	switch x := n.(type) {
 	case *ast.SequenceNode:
 		out := make([]string, 0, len(x.Values))
@@ -390,7 +412,7 @@ func (r *reader) list(n ast.Node, what string) []string {
 }
 
 func (r *reader) seq(n ast.Node, what string) []ast.Node {
-	n = unwrap(n)
+	n = r.unwrap(n)
 	switch x := n.(type) {
 	case *ast.SequenceNode:
 		return x.Values
@@ -405,7 +427,7 @@ func (r *reader) class(n ast.Node, what string) Class {
 	s := r.str(n, what)
 	c, ok := ParseClass(s)
 	if !ok && r.err == nil {
-		r.fail(unwrap(n), fmt.Sprintf("%s must be none, git or fork, not %q", what, s), "none: read-only; git: changes workspace files; fork: changes the machine")
+		r.fail(r.unwrap(n), fmt.Sprintf("%s must be none, git or fork, not %q", what, s), "none: read-only; git: changes workspace files; fork: changes the machine")
 	}
 	return c
 }
@@ -414,7 +436,7 @@ func (r *reader) verdict(n ast.Node, what string) Verdict {
 	s := r.str(n, what)
 	v, ok := ParseVerdict(s)
 	if !ok && r.err == nil {
-		r.fail(unwrap(n), fmt.Sprintf("%s must be run, constrain or deny, not %q", what, s), "")
+		r.fail(r.unwrap(n), fmt.Sprintf("%s must be run, constrain or deny, not %q", what, s), "")
 	}
 	return v
 }
@@ -422,7 +444,7 @@ func (r *reader) verdict(n ast.Node, what string) Verdict {
 func (r *reader) rollback(n ast.Node) string {
 	s := r.str(n, "rollback")
 	if s != RollbackOnFailure && s != RollbackNever && r.err == nil {
-		r.fail(unwrap(n), fmt.Sprintf("rollback must be on-failure or never, not %q", s), "use never for test runners, whose failures are not bad steps")
+		r.fail(r.unwrap(n), fmt.Sprintf("rollback must be on-failure or never, not %q", s), "use never for test runners, whose failures are not bad steps")
 	}
 	return s
 }
@@ -434,6 +456,7 @@ var topKeys = []string{"version", "extends", "workspace", "checkpoint", "rollbac
 
 // parseFile parses one policy file.
 func parseFile(name string, data []byte) (*file, error) {
+	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a byte order mark
 	astFile, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, syntaxError(name, err)
@@ -441,8 +464,14 @@ func parseFile(name string, data []byte) (*file, error) {
 	r := &reader{name: name}
 	f := &file{name: name, at: map[string]string{}, classes: map[string]Class{}}
 	if len(astFile.Docs) > 1 {
-		r.fail(astFile.Docs[1].Body, "a policy file holds one YAML document", "remove the `---` separator and what follows")
-		return nil, r.err
+		line, col := 1, 1
+		if d := astFile.Docs[1]; d.Start != nil {
+			line, col = d.Start.Position.Line, d.Start.Position.Column
+		} else if d.Body != nil {
+			line, col = position(d.Body)
+		}
+		return nil, &LoadError{File: name, Line: line, Col: col, Msg: "a policy file holds one YAML document",
+			Hint: "remove the `---` separator and what follows"}
 	}
 	var body ast.Node
 	if len(astFile.Docs) == 1 {
@@ -454,13 +483,13 @@ func parseFile(name string, data []byte) (*file, error) {
 		switch fl.key {
 		case "version":
 			if v := r.str(fl.value, "version"); v != "1" {
-				r.fail(unwrap(fl.value), fmt.Sprintf("unsupported policy version %q", v), "this undosh reads version: 1")
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("unsupported policy version %q", v), "this undosh reads version: 1")
 			}
 			seenVersion = true
 		case "extends":
 			f.extends = r.str(fl.value, "extends")
 			if f.extends != "default" && f.extends != "none" {
-				r.fail(unwrap(fl.value), fmt.Sprintf("extends must be default or none, not %q", f.extends), "default merges this file onto the embedded policy; none replaces it")
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("extends must be default or none, not %q", f.extends), "default merges this file onto the embedded policy; none replaces it")
 			}
 		case "workspace":
 			for _, w := range r.mapping(fl.value, "workspace", []string{"roots", "scratch"}) {
@@ -518,7 +547,7 @@ func parseFile(name string, data []byte) (*file, error) {
 				case "fallback":
 					fb := r.str(h.value, "host.fallback")
 					if fb != "git" && fb != "deny" {
-						r.fail(unwrap(h.value), fmt.Sprintf("host.fallback must be git or deny, not %q", fb), "git: take a file checkpoint instead of a fork; deny: refuse machine-changing steps")
+						r.fail(r.unwrap(h.value), fmt.Sprintf("host.fallback must be git or deny, not %q", fb), "git: take a file checkpoint instead of a fork; deny: refuse machine-changing steps")
 					}
 					f.hostFallback = &fb
 				}
@@ -549,6 +578,9 @@ func parseFile(name string, data []byte) (*file, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	if err := f.checkNames(); err != nil {
+		return nil, err
+	}
 	if !seenVersion {
 		return nil, &LoadError{File: name, Line: 1, Col: 1, Msg: "the policy does not say its version",
 			Hint: "add `version: 1` at the top"}
@@ -568,9 +600,12 @@ func syntaxError(name string, err error) error {
 
 func (r *reader) absPaths(n ast.Node, what string) []string {
 	list := r.list(n, what)
-	for _, p := range list {
-		if !strings.HasPrefix(p, "/") && p != "~" && !strings.HasPrefix(p, "~/") {
-			r.fail(unwrap(n), fmt.Sprintf("%s entry %q is not an absolute path", what, p), "start it with / or ~/")
+	for i, e := range r.entries(n) {
+		if i >= len(list) {
+			break
+		}
+		if p := list[i]; !strings.HasPrefix(p, "/") && p != "~" && !strings.HasPrefix(p, "~/") {
+			r.fail(r.unwrap(e), fmt.Sprintf("%s entry %q is not an absolute path", what, p), "start it with / or ~/")
 			return nil
 		}
 	}
@@ -595,7 +630,7 @@ func (r *reader) size(n ast.Node) int64 {
 		}
 		return v * u.mult
 	}
-	r.fail(unwrap(n), fmt.Sprintf("checkpoint.max_file_size %q is not a size", s), "write a number of bytes or a size such as 100MiB")
+	r.fail(r.unwrap(n), fmt.Sprintf("checkpoint.max_file_size %q is not a size", s), "write a number of bytes or a size such as 100MiB")
 	return 0
 }
 
@@ -607,10 +642,17 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 	haveClass := false
 	for _, fl := range r.mapping(n, "a rule", ruleKeys) {
 		switch fl.key {
+		case "program", "programs":
+			progs := r.list(fl.value, fl.key)
+			for i, e := range r.entries(fl.value) {
+				if i < len(progs) && strings.Contains(progs[i], "/") && !strings.HasPrefix(progs[i], "/") {
+					r.fail(r.unwrap(e), fmt.Sprintf("rule names the program %q with a relative path", progs[i]), "name a base name (git) or an absolute pattern (/etc/init.d/*)")
+				}
+			}
+			rule.Programs = append(rule.Programs, progs...)
 		case "name":
 			rule.Name = r.str(fl.value, "name")
-		case "program", "programs":
-			rule.Programs = append(rule.Programs, r.list(fl.value, fl.key)...)
+			rule.nameLine, rule.nameCol = position(r.unwrap(fl.value))
 		case "sub":
 			rule.Sub = r.list(fl.value, "sub")
 		case "if_args":
@@ -620,17 +662,17 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 		case "hosts":
 			rule.Hosts = r.str(fl.value, "hosts")
 			if rule.Hosts != "loopback" && rule.Hosts != "remote" {
-				r.fail(unwrap(fl.value), fmt.Sprintf("hosts must be loopback or remote, not %q", rule.Hosts), "")
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("hosts must be loopback or remote, not %q", rule.Hosts), "")
 			}
 		case "sql":
 			rule.SQL = r.str(fl.value, "sql")
 			if rule.SQL != "read-only" && rule.SQL != "write" {
-				r.fail(unwrap(fl.value), fmt.Sprintf("sql must be read-only or write, not %q", rule.SQL), "")
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("sql must be read-only or write, not %q", rule.SQL), "")
 			}
 		case "max_args":
 			n, err := strconv.Atoi(r.str(fl.value, "max_args"))
 			if err != nil || n < 1 {
-				r.fail(unwrap(fl.value), "max_args must be a positive number", "")
+				r.fail(r.unwrap(fl.value), "max_args must be a positive number", "")
 			}
 			rule.MaxArgs = n
 		case "root":
@@ -667,11 +709,6 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 	case rule.Verdict == Constrain && rule.Constraint == "":
 		r.fail(n, fmt.Sprintf("rule %q constrains without saying how", rule.Name), "add `constraint: push` or a sentence that says when it may run")
 	}
-	for _, p := range rule.Programs {
-		if strings.Contains(p, "/") && !strings.HasPrefix(p, "/") {
-			r.fail(n, fmt.Sprintf("rule %q names the program %q with a relative path", rule.Name, p), "name a base name (git) or an absolute pattern (/etc/init.d/*)")
-		}
-	}
 	return rule, r.err == nil
 }
 
@@ -684,6 +721,13 @@ func (r *reader) pathRule(n ast.Node) (PathRule, bool) {
 			pr.Name = r.str(fl.value, "name")
 		case "paths":
 			pr.Paths = r.absPaths(fl.value, "paths")
+			for i, e := range r.entries(fl.value) {
+				if i < len(pr.Paths) {
+					if _, err := path.Match(strings.ReplaceAll(pr.Paths[i], "**", "*"), "/"); err != nil {
+						r.fail(r.unwrap(e), fmt.Sprintf("bad path pattern %q", pr.Paths[i]), "patterns use *, ? and **")
+					}
+				}
+			}
 		case "class":
 			pr.Class = r.class(fl.value, "class")
 			haveClass = true
@@ -705,11 +749,6 @@ func (r *reader) pathRule(n ast.Node) (PathRule, bool) {
 		r.fail(n, fmt.Sprintf("path rule %q names no paths", pr.Name), "add `paths: [/etc/**]`")
 	case !haveClass:
 		r.fail(n, fmt.Sprintf("path rule %q has no class", pr.Name), "add `class: fork`")
-	}
-	for _, p := range pr.Paths {
-		if _, err := path.Match(strings.ReplaceAll(p, "**", "*"), "/"); err != nil {
-			r.fail(n, fmt.Sprintf("path rule %q: bad pattern %q", pr.Name, p), "patterns use *, ? and **")
-		}
 	}
 	return pr, r.err == nil
 }

@@ -81,13 +81,13 @@ func TestLoadErrors(t *testing.T) {
 			name: "over-indented key in a rule",
 			src:  "version: 1\nrules:\n  - name: a\n     program: x\n    class: none\n",
 			line: 4, col: 6, msg: "mapping value is not allowed", hint: yamlHint,
-			bug: "points at 3:11, the value on the line before the over-indented key",
+			bug: "goccy/go-yaml v1.19.2 points at 3:11, the value on the line before the over-indented key",
 		},
 		{
 			name: "over-indented top-level key",
 			src:  "version: 1\n rollback: never\n",
 			line: 2, col: 2, msg: "mapping value is not allowed", hint: yamlHint,
-			bug: "points at 1:10, the value on the line before the over-indented key",
+			bug: "goccy/go-yaml v1.19.2 points at 1:10, the value on the line before the over-indented key",
 		},
 		{
 			name: "under-indented key in a rule",
@@ -128,13 +128,13 @@ func TestLoadErrors(t *testing.T) {
 			name: "unclosed flow sequence before the next key",
 			src:  "version: 1\ntrusted_dirs: [/bin, /usr/bin\nenforce: false\n",
 			line: 2, col: 15, msg: "']' must be specified", hint: yamlHint,
-			bug: "points at 3:1, the well-formed key after the list, not the unclosed [",
+			bug: "goccy/go-yaml v1.19.2 points at 3:1, the well-formed key after the list, not the unclosed [",
 		},
 		{
 			name: "unclosed flow mapping before the next key",
 			src:  "version: 1\nhost: {address: x\nenforce: false\n",
 			line: 2, col: 7, msg: "'}' must be specified", hint: yamlHint,
-			bug: "points at 3:1, the well-formed key after the mapping, not the unclosed {",
+			bug: "goccy/go-yaml v1.19.2 points at 3:1, the well-formed key after the mapping, not the unclosed {",
 		},
 		{
 			name: "duplicate top-level key",
@@ -206,13 +206,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "rule without a name",
 			src:  "version: 1\nrules:\n  - program: x\n    class: none\n",
 			line: 3, col: 5, msg: "a rule has no name", hint: "name: something-short",
-			bug: "points at 3:12, the colon after the rule's first key",
 		},
 		{
 			name: "second rule without a name",
 			src:  "version: 1\nrules:\n  - name: ok\n    program: x\n    class: none\n  - program: y\n    class: none\n",
 			line: 6, col: 5, msg: "a rule has no name", hint: "name: something-short",
-			bug: "points at 6:12, the colon after the rule's first key",
 		},
 		{
 			name: "flow rule without a name",
@@ -223,13 +221,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "rule without a program",
 			src:  "version: 1\nrules:\n  - name: a\n    class: none\n",
 			line: 3, col: 5, msg: `rule "a" names no program`, hint: "program: NAME",
-			bug: "points at 3:9, the colon after the rule's first key",
 		},
 		{
 			name: "rule without a class",
 			src:  "version: 1\nrules:\n  - name: a\n    program: x\n",
 			line: 3, col: 5, msg: `rule "a" has no class`, hint: "class: none",
-			bug: "points at 3:9, the colon after the rule's first key",
 		},
 		{
 			name: "flow rule without a class",
@@ -240,7 +236,6 @@ func TestLoadErrors(t *testing.T) {
 			name: "constrain without a constraint",
 			src:  "version: 1\nrules:\n  - name: a\n    program: x\n    class: none\n    verdict: constrain\n",
 			line: 3, col: 5, msg: `rule "a" constrains without saying how`, hint: "constraint: push",
-			bug: "points at 3:9, the colon after the rule's first key",
 		},
 		{
 			name: "flow rule constrains without a constraint",
@@ -251,7 +246,6 @@ func TestLoadErrors(t *testing.T) {
 			name: "program with a relative path",
 			src:  "version: 1\nrules:\n  - name: a\n    program: bin/x\n    class: none\n",
 			line: 4, col: 14, msg: `names the program "bin/x" with a relative path`, hint: "absolute pattern",
-			bug: "points at 3:9, the colon after the rule's first key, not the program",
 		},
 
 		// Bad values.
@@ -319,13 +313,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "relative path in a flow scratch list",
 			src:  "version: 1\nworkspace:\n  scratch: [/tmp, tmp/x]\n",
 			line: 3, col: 19, msg: `workspace.scratch entry "tmp/x" is not an absolute path`, hint: "start it with / or ~/",
-			bug: "points at 3:12, the [ of the list, not the entry",
 		},
 		{
 			name: "relative path in a block scratch list",
 			src:  "version: 1\nworkspace:\n  scratch:\n    - /tmp\n    - tmp/x\n",
 			line: 5, col: 7, msg: `workspace.scratch entry "tmp/x" is not an absolute path`, hint: "start it with / or ~/",
-			bug: "points at 4:5, the first entry of the list, a line above the bad one",
 		},
 		{
 			name: "relative root as a single value",
@@ -373,27 +365,23 @@ func TestLoadErrors(t *testing.T) {
 			name: "second YAML document",
 			src:  "version: 1\n---\nversion: 1\n",
 			line: 2, col: 1, msg: "holds one YAML document", hint: "remove the `---` separator",
-			bug: "points at 3:8, the colon in the second document, not the ---",
 		},
 		{
 			name: "empty second YAML document",
 			src:  "version: 1\n---\n",
 			line: 2, col: 1, msg: "holds one YAML document", hint: "remove the `---` separator",
-			bug: "points at 1:1, a line with nothing wrong",
 		},
 
 		// Names.
 		{
 			name: "rule name defined twice",
 			src:  "version: 1\nrules:\n  - name: a\n    program: x\n    class: none\n  - name: a\n    program: y\n    class: none\n",
-			line: 6, col: 5, msg: `rule "a" is defined twice (first at p.yaml:3)`, hint: "give each rule its own name",
-			bug: "points at 6:1, column 1 always, not the rule",
+			line: 6, col: 11, msg: `rule "a" is defined twice (first at p.yaml:3)`, hint: "give each rule its own name",
 		},
 		{
 			name: "rule name defined twice on one line",
 			src:  "version: 1\nrules: [{name: a, program: x, class: none}, {name: a, program: y, class: none}]\n",
-			line: 2, col: 45, msg: `rule "a" is defined twice`, hint: "give each rule its own name",
-			bug: "loads: rules are told apart by file:line, so two on one line are not seen as duplicates",
+			line: 2, col: 52, msg: `rule "a" is defined twice`, hint: "give each rule its own name",
 		},
 
 		// Path rules and examples.
@@ -401,7 +389,6 @@ func TestLoadErrors(t *testing.T) {
 			name: "path rule without paths",
 			src:  "version: 1\npaths:\n  - name: p\n    class: fork\n",
 			line: 3, col: 5, msg: `path rule "p" names no paths`, hint: "paths: [/etc/**]",
-			bug: "points at 3:9, the colon after the path rule's first key",
 		},
 		{
 			name: "flow path rule without paths",
@@ -412,19 +399,16 @@ func TestLoadErrors(t *testing.T) {
 			name: "path rule with a relative path",
 			src:  "version: 1\npaths:\n  - name: p\n    paths: [etc/**]\n    class: fork\n",
 			line: 4, col: 13, msg: `paths entry "etc/**" is not an absolute path`, hint: "start it with / or ~/",
-			bug: "points at 4:12, the [ of the list, not the entry",
 		},
 		{
 			name: "path rule with a bad pattern",
 			src:  "version: 1\npaths:\n  - name: p\n    paths: [\"/a/[b\"]\n    class: fork\n",
-			line: 4, col: 13, msg: `path rule "p": bad pattern "/a/[b"`, hint: "patterns use *, ? and **",
-			bug: "points at 3:9, the colon after the path rule's first key, not the pattern",
+			line: 4, col: 13, msg: `bad path pattern "/a/[b"`, hint: "patterns use *, ? and **",
 		},
 		{
 			name: "example without an expectation",
 			src:  "version: 1\nexamples:\n  - command: ls\n",
 			line: 3, col: 5, msg: `example "ls" expects nothing`, hint: "add class, egress or verdict",
-			bug: "points at 3:12, the colon after the example's key",
 		},
 		{
 			name: "flow example without an expectation",
@@ -435,7 +419,6 @@ func TestLoadErrors(t *testing.T) {
 			name: "example without a command",
 			src:  "version: 1\nexamples:\n  - class: none\n",
 			line: 3, col: 5, msg: "an example has no command", hint: "command: 'ls -la'",
-			bug: "points at 3:10, the colon after the example's key",
 		},
 
 		// Shapes.
@@ -473,7 +456,6 @@ func TestLoadErrors(t *testing.T) {
 			name: "rules a block mapping",
 			src:  "version: 1\nrules:\n  name: a\n",
 			line: 3, col: 3, msg: "rules must be a list", hint: "start each entry with `- `",
-			bug: "points at 3:7, the colon after the mapping's first key",
 		},
 		{
 			name: "examples a scalar",
@@ -534,11 +516,9 @@ func TestLoadAccepts(t *testing.T) {
 		{name: "anchor", src: "version: 1\nverify: &v make\n", verify: "make"},
 		{
 			name: "alias", src: "version: 1\nverify: &v make\nrules:\n  - {name: a, program: x, class: none, verify: *v}\n", verify: "make",
-			bug: `an alias is refused with "verify must be a single value" (4:48); unwrap does not follow *ast.AliasNode`,
 		},
 		{
 			name: "byte order mark", src: "\ufeffversion: 1\nverify: make\n", verify: "make",
-			bug: `a UTF-8 BOM becomes part of the first key: unknown key "\ufeffversion", hint "did you mean \"version\"?"`,
 		},
 	}
 	for _, tt := range tests {
@@ -684,7 +664,6 @@ examples:
 	})
 	t.Run("examples come first", func(t *testing.T) {
 		t.Parallel()
-		t.Skip("BUG: Load's doc and the README say a user's examples come first, but applyTo appends them after the default's")
 		p, err := policy.Load("user.yaml", []byte(user))
 		if err != nil {
 			t.Fatalf("Load: %v", err)

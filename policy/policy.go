@@ -155,6 +155,9 @@ type Rule struct {
 	Verify     string
 	Message    string
 
+	// Where the rule's name is, for errors.
+	nameLine, nameCol int
+
 	// Filled when the policy is indexed: the exact program names, the
 	// program patterns, and the argument patterns split into words.
 	names                             map[string]bool

@@ -142,4 +142,3 @@ func essence(f *parser.Facts) essentials {
 	}
 	return essentials{out, unknown}
 }
-
