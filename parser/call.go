@@ -473,15 +473,8 @@ func (w *walker) checkLiteralAt(p Pos, s string) {
 }
 
 func bRead(w *walker, s *syntax.Stmt, c *Command) {
-	c.WritesKnown = true
-	for _, a := range operands(c) {
-		if a.Dynamic {
-			continue
-		}
-		w.checkLiteralAt(c.Pos, a.Value)
-		w.setVar(a.Value, "", false)
-	}
-	// read -a NAME, mapfile NAME and the like: forget every name we saw.
+	bUnset(w, s, c)
+	// read -a NAME, mapfile -t NAME and the like: forget every name.
 	for _, a := range c.Argv[1:] {
 		if !a.Dynamic && !strings.HasPrefix(a.Value, "-") {
 			w.setVar(a.Value, "", false)

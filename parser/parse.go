@@ -631,14 +631,7 @@ func (w *walker) subs(n syntax.Node) {
 // checkLiteral flags literal text that bash would run if it is ever
 // evaluated as an arithmetic subscript: i='a[$(cmd)]'; echo $((i)).
 func (w *walker) checkLiteral(p syntax.Pos, s string) {
-	i := strings.IndexByte(s, '[')
-	if i < 0 {
-		return
-	}
-	rest := s[i:]
-	if strings.Contains(rest, "$(") || strings.Contains(rest, "`") {
-		w.unknown(p, "text that bash runs when it is evaluated as a subscript", s)
-	}
+	w.checkLiteralAt(w.pos(p), s)
 }
 
 // redirects walks the redirections of s (and extra ones, for wrappers) and
