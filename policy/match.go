@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/undosh/undosh/internal/pathglob"
 	"path"
 	"regexp"
 	"strings"
@@ -196,50 +197,11 @@ func hasMeta(s string) bool {
 // matches reports whether a path rule applies to an absolute path.
 func (r *PathRule) matches(p string) bool {
 	for _, pat := range r.Paths {
-		if pathGlob(pat, p) {
+		if pathglob.Match(pat, p) {
 			return true
 		}
 	}
 	return false
-}
-
-// pathGlob matches an absolute path: ** matches across slashes, * and ?
-// within one name.
-func pathGlob(pat, p string) bool {
-	if pat == "" {
-		return p == ""
-	}
-	if strings.HasPrefix(pat, "**") {
-		rest := strings.TrimPrefix(pat[2:], "/")
-		if rest == "" {
-			return true
-		}
-		for i := 0; i <= len(p); i++ {
-			if (i == 0 || p[i-1] == '/') && pathGlob(rest, p[i:]) {
-				return true
-			}
-		}
-		return false
-	}
-	switch pat[0] {
-	case '*':
-		for i := 0; i <= len(p); i++ {
-			if i > 0 && p[i-1] == '/' {
-				break
-			}
-			if pathGlob(pat[1:], p[i:]) {
-				return true
-			}
-		}
-		return false
-	case '?':
-		return p != "" && p[0] != '/' && pathGlob(pat[1:], p[1:])
-	}
-	if p == "" || p[0] != pat[0] {
-		// "/dir/**" also matches "/dir" itself.
-		return p == "" && (pat == "/**" || pat == "/")
-	}
-	return pathGlob(pat[1:], p[1:])
 }
 
 // remoteHosts looks at the URL and host arguments: remote is set when one
@@ -331,7 +293,7 @@ func (r *Rule) matchProgram(name string) bool {
 	}
 	for _, p := range progs {
 		if strings.Contains(p, "/") {
-			if strings.HasPrefix(name, "/") && pathGlob(p, path.Clean(name)) {
+			if strings.HasPrefix(name, "/") && pathglob.Match(p, path.Clean(name)) {
 				return true
 			}
 			continue

@@ -31,9 +31,19 @@ commands:
                        write one JSON decision per line
   policy check FILE    validate a policy file and run its examples
   policy default       print the embedded default policy
+  checkpoint [-m MSG]  checkpoint the workspace; prints the id (the existing
+                       one when nothing changed)
+  log                  list the checkpoints, newest first (~0, ~1, …)
+  diff A [B]           paths changed from checkpoint A to B, or to now
+  restore ID           put the workspace back as it was at ID (ID or ~N);
+                       the current state is checkpointed first
+  gc [--max-age D] [--max-bytes N]
+                       drop old checkpoints and unused objects
+  check                verify the store
+  status               the workspace, the store, and what is left out
   version              print the version
 
-common flags:
+common flags (and --json for commands whose output is data):
   -C DIR               the workspace (default: the working directory)
   --state DIR          the state directory (default: $UNDOSH_STATE_DIR,
                        /var/lib/undosh for root, ~/.local/state/undosh)
@@ -82,6 +92,8 @@ func dispatch(args []string, io stdio, getenv func(string) string) error {
 		return explain(args[1:], io, getenv)
 	case "policy":
 		return policyCmd(args[1:], io, getenv)
+	case "checkpoint", "log", "diff", "restore", "gc", "check", "status":
+		return storeCmd(args[0], args[1:], io, getenv)
 	case "version", "--version":
 		fmt.Fprintf(io.out, "undoctl %s\n", version)
 		return nil

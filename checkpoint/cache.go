@@ -1,0 +1,184 @@
+package checkpoint
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"errors"
+	"os"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// fileStat is what the stat cache compares to decide that a file has not
+// changed since it was hashed.
+type fileStat struct {
+	mode  uint32 // git mode
+	size  int64
+	mtime int64 // ns
+	ctime int64 // ns
+	ino   uint64
+}
+
+type cachedFile struct {
+	fileStat
+	hash plumbing.Hash
+}
+
+type cachedDir struct {
+	hash plumbing.Hash // the tree
+	n    uint32        // its number of entries
+}
+
+// statCache maps paths to what they were when last hashed. It is thrown
+// away, never trusted, when it does not decode.
+type statCache struct {
+	at    int64 // ns: when the walk that made it started
+	files map[string]cachedFile
+	dirs  map[string]cachedDir
+}
+
+const cacheMagic = "undosh-statcache-1\n"
+
+// racyWindow: a file whose mtime is this close to (or after) the start of
+// the walk that cached it may have changed again within the same
+// timestamp tick, so it is hashed again (git's racy-git rule).
+const racyWindow = int64(1e9)
+
+// lookup returns the cached hash of rel if st matches and the entry is not
+// racy.
+func (c *statCache) lookup(rel string, st fileStat) (plumbing.Hash, bool) {
+	if c == nil {
+		return plumbing.ZeroHash, false
+	}
+	e, ok := c.files[rel]
+	if !ok || e.fileStat != st || st.mtime >= c.at-racyWindow || st.ctime >= c.at-racyWindow {
+		return plumbing.ZeroHash, false
+	}
+	return e.hash, true
+}
+
+func loadCache(name string) *statCache {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil
+	}
+	c, err := decodeCache(data)
+	if err != nil {
+		return nil // a cache that does not decode means "hash again"
+	}
+	return c
+}
+
+func decodeCache(data []byte) (*statCache, error) {
+	bad := errors.New("corrupt stat cache")
+	if len(data) < len(cacheMagic)+sha1.Size+20 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
+		return nil, bad
+	}
+	body, sum := data[:len(data)-sha1.Size], data[len(data)-sha1.Size:]
+	if s := sha1.Sum(body); !bytes.Equal(s[:], sum) {
+		return nil, bad
+	}
+	b := body[len(cacheMagic):]
+	c := &statCache{}
+	c.at = int64(binary.LittleEndian.Uint64(b))
+	nf := binary.LittleEndian.Uint32(b[8:])
+	nd := binary.LittleEndian.Uint32(b[12:])
+	b = b[16:]
+	c.files = make(map[string]cachedFile, nf)
+	c.dirs = make(map[string]cachedDir, nd)
+	str := func() (string, bool) {
+		if len(b) < 2 {
+			return "", false
+		}
+		n := int(binary.LittleEndian.Uint16(b))
+		if len(b) < 2+n {
+			return "", false
+		}
+		s := string(b[2 : 2+n])
+		b = b[2+n:]
+		return s, true
+	}
+	for range nf {
+		p, ok := str()
+		if !ok || len(b) < 4+8*4+20 {
+			return nil, bad
+		}
+		var e cachedFile
+		e.mode = binary.LittleEndian.Uint32(b)
+		e.size = int64(binary.LittleEndian.Uint64(b[4:]))
+		e.mtime = int64(binary.LittleEndian.Uint64(b[12:]))
+		e.ctime = int64(binary.LittleEndian.Uint64(b[20:]))
+		e.ino = binary.LittleEndian.Uint64(b[28:])
+		copy(e.hash[:], b[36:56])
+		b = b[56:]
+		c.files[p] = e
+	}
+	for range nd {
+		p, ok := str()
+		if !ok || len(b) < 24 {
+			return nil, bad
+		}
+		var d cachedDir
+		copy(d.hash[:], b[:20])
+		d.n = binary.LittleEndian.Uint32(b[20:])
+		b = b[24:]
+		c.dirs[p] = d
+	}
+	if len(b) != 0 {
+		return nil, bad
+	}
+	return c, nil
+}
+
+// encode writes the cache. Paths longer than 65535 bytes (deeper than
+// anything the kernel resolves in one go) are not cached: they are hashed
+// each time.
+func (c *statCache) encode() []byte {
+	for p := range c.files {
+		if len(p) > 0xffff {
+			delete(c.files, p)
+		}
+	}
+	for p := range c.dirs {
+		if len(p) > 0xffff {
+			delete(c.dirs, p)
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString(cacheMagic)
+	var u [8]byte
+	binary.LittleEndian.PutUint64(u[:], uint64(c.at))
+	b.Write(u[:])
+	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.files)))
+	b.Write(u[:4])
+	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.dirs)))
+	b.Write(u[:4])
+	str := func(s string) {
+		var l [2]byte
+		binary.LittleEndian.PutUint16(l[:], uint16(len(s)))
+		b.Write(l[:])
+		b.WriteString(s)
+	}
+	var e [56]byte
+	for p, f := range c.files {
+		str(p)
+		binary.LittleEndian.PutUint32(e[0:], f.mode)
+		binary.LittleEndian.PutUint64(e[4:], uint64(f.size))
+		binary.LittleEndian.PutUint64(e[12:], uint64(f.mtime))
+		binary.LittleEndian.PutUint64(e[20:], uint64(f.ctime))
+		binary.LittleEndian.PutUint64(e[28:], f.ino)
+		copy(e[36:], f.hash[:])
+		b.Write(e[:])
+	}
+	var d [24]byte
+	for p, dir := range c.dirs {
+		str(p)
+		copy(d[:20], dir.hash[:])
+		binary.LittleEndian.PutUint32(d[20:], dir.n)
+		b.Write(d[:])
+	}
+	sum := sha1.Sum(b.Bytes())
+	b.Write(sum[:])
+	return b.Bytes()
+}

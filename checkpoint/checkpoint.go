@@ -1,0 +1,290 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// Result says what a checkpoint did.
+type Result struct {
+	ID       string        `json:"id"`
+	Changed  bool          `json:"changed"`  // false: nothing changed, ID is the existing checkpoint
+	Files    int           `json:"files"`    // files and symlinks recorded
+	Hashed   int           `json:"hashed"`   // files read and hashed this time
+	LeftOut  []LeftOut     `json:"left_out"` // paths not recorded, with the reason
+	Bytes    int64         `json:"bytes"`    // compressed bytes written
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Checkpoint records the workspace. When nothing changed since the newest
+// checkpoint it writes nothing and returns that checkpoint's id.
+func (s *Store) Checkpoint(msg string) (Result, error) {
+	var res Result
+	err := s.locked(true, func() error {
+		r, _, err := s.checkpointLocked(msg)
+		res = r
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) cachePath() string { return filepath.Join(s.dir, "statcache") }
+
+// checkpointLocked takes a checkpoint under the exclusive lock and returns
+// the scan it made, for a restore to compare against.
+func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
+	start := time.Now()
+	head, err := s.head()
+	if err != nil {
+		return Result{}, nil, err
+	}
+	var cache *statCache
+	if !head.IsZero() {
+		cache = loadCache(s.cachePath())
+	}
+	sc, err := s.walk(cache)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	pack, err := newPackSink(filepath.Join(s.git, "objects", "pack"))
+	if err != nil {
+		return Result{}, nil, err
+	}
+	prog := newProgress(s.opts.Progress, "checkpoint")
+	err = s.hashFiles(sc, pack, prog)
+	prog.done()
+	if err != nil {
+		pack.abort()
+		return Result{}, nil, err
+	}
+	tree, err := s.buildTrees(sc, cache, pack)
+	if err != nil {
+		pack.abort()
+		return Result{}, nil, err
+	}
+	res := Result{Files: sc.files, Hashed: sc.hashed, LeftOut: sc.leftOut}
+	if res.LeftOut == nil {
+		res.LeftOut = []LeftOut{}
+	}
+	newHead := head
+	if !head.IsZero() {
+		prev, err := s.commit(head)
+		if err != nil {
+			pack.abort()
+			return Result{}, nil, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)
+		}
+		if prev.TreeHash == tree {
+			pack.abort()
+			res.ID = head.String()
+			res.Duration = time.Since(start)
+			return res, sc, s.saveCache(sc)
+		}
+	}
+	when := now()
+	c := &object.Commit{
+		Author:    object.Signature{Name: "undosh", Email: "undosh@localhost", When: when},
+		Committer: object.Signature{Name: "undosh", Email: "undosh@localhost", When: when},
+		Message:   commitMessage(msg, sc),
+		TreeHash:  tree,
+	}
+	if !head.IsZero() {
+		c.ParentHashes = []plumbing.Hash{head}
+	}
+	mo := &plumbing.MemoryObject{}
+	if err := c.Encode(mo); err != nil {
+		pack.abort()
+		return Result{}, nil, fmt.Errorf("encode checkpoint: %w", err)
+	}
+	data, err := readAll(mo)
+	if err != nil {
+		pack.abort()
+		return Result{}, nil, err
+	}
+	newHead = objectHash(plumbing.CommitObject, data)
+	if err := pack.add(plumbing.CommitObject, newHead, data); err != nil {
+		pack.abort()
+		return Result{}, nil, err
+	}
+	res.Bytes = pack.written
+	if _, err := pack.finish(); err != nil {
+		return Result{}, nil, err
+	}
+	// The ref moves last, and only from the head this checkpoint read.
+	if err := s.setHead(head, newHead); err != nil {
+		return Result{}, nil, err
+	}
+	res.ID = newHead.String()
+	res.Changed = true
+	res.Duration = time.Since(start)
+	s.log.Debug("checkpoint", "id", short(newHead), "files", res.Files, "hashed", res.Hashed, "bytes", res.Bytes, "took", res.Duration)
+	return res, sc, s.saveCache(sc)
+}
+
+func (s *Store) saveCache(sc *scan) error {
+	if err := writeFileAtomic(s.cachePath(), newCache(sc).encode()); err != nil {
+		// The cache only saves time: losing it is not an error.
+		s.log.Debug("stat cache not saved", "err", err)
+	}
+	left, _ := json.Marshal(sc.leftOut)
+	if err := writeFileAtomic(filepath.Join(s.dir, "left-out.json"), left); err != nil {
+		s.log.Debug("left-out list not saved", "err", err)
+	}
+	return nil
+}
+
+func commitMessage(msg string, sc *scan) string {
+	if msg == "" {
+		msg = "checkpoint"
+	}
+	msg = strings.TrimRight(msg, "\n")
+	return fmt.Sprintf("%s\n\nundosh-files: %d\nundosh-left-out: %d\n", msg, sc.files, len(sc.leftOut))
+}
+
+func readAll(o plumbing.EncodedObject) ([]byte, error) {
+	r, err := o.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// objects opens the shadow repository's objects for reading. It is opened
+// afresh each time so that it sees packs written since.
+func (s *Store) objects() *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(s.git), cache.NewObjectLRU(32<<20), filesystem.Options{})
+}
+
+func (s *Store) commit(h plumbing.Hash) (*object.Commit, error) {
+	return object.GetCommit(s.objects(), h)
+}
+
+func short(h plumbing.Hash) string { return h.String()[:12] }
+
+// Info describes one checkpoint.
+type Info struct {
+	ID      string    `json:"id"`
+	Time    time.Time `json:"time"`
+	Message string    `json:"message"`
+	Files   int       `json:"files"`
+	LeftOut int       `json:"left_out"`
+}
+
+// Log lists the checkpoints, newest first.
+func (s *Store) Log() ([]Info, error) {
+	var out []Info
+	err := s.locked(false, func() error {
+		head, err := s.head()
+		if err != nil || head.IsZero() {
+			return err
+		}
+		stop := s.boundary()
+		st := s.objects()
+		for h := head; !h.IsZero(); {
+			c, err := object.GetCommit(st, h)
+			if err != nil {
+				return fmt.Errorf("read checkpoint %s: %w", short(h), err)
+			}
+			out = append(out, info(c))
+			if h == stop || len(c.ParentHashes) == 0 {
+				break
+			}
+			h = c.ParentHashes[0]
+		}
+		return nil
+	})
+	if out == nil {
+		out = []Info{}
+	}
+	return out, err
+}
+
+func info(c *object.Commit) Info {
+	i := Info{ID: c.Hash.String(), Time: c.Committer.When}
+	title, body, _ := strings.Cut(c.Message, "\n")
+	i.Message = title
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "undosh-files: "); ok {
+			i.Files, _ = strconv.Atoi(v)
+		}
+		if v, ok := strings.CutPrefix(line, "undosh-left-out: "); ok {
+			i.LeftOut, _ = strconv.Atoi(v)
+		}
+	}
+	return i
+}
+
+// boundary is the oldest checkpoint gc kept: the chain stops there.
+func (s *Store) boundary() plumbing.Hash {
+	data, err := os.ReadFile(filepath.Join(s.dir, "boundary"))
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	h := strings.TrimSpace(string(data))
+	if !plumbing.IsHash(h) {
+		return plumbing.ZeroHash
+	}
+	return plumbing.NewHash(h)
+}
+
+// resolve finds a checkpoint by id prefix, or by "~N" (N back from the
+// newest, ~0 being the newest).
+func (s *Store) resolve(ref string) (plumbing.Hash, error) {
+	head, err := s.head()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if head.IsZero() {
+		return plumbing.ZeroHash, ErrEmpty
+	}
+	ref = strings.TrimSpace(ref)
+	back := -1
+	if n, ok := strings.CutPrefix(ref, "~"); ok {
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 0 {
+			return plumbing.ZeroHash, fmt.Errorf("%q: %w (use an id, or ~N for N back from the newest)", ref, ErrNotFound)
+		}
+		back = v
+	} else if len(ref) < 4 || strings.Trim(strings.ToLower(ref), "0123456789abcdef") != "" {
+		return plumbing.ZeroHash, fmt.Errorf("%q: %w (use an id of at least 4 hex digits, or ~N)", ref, ErrNotFound)
+	}
+	stop := s.boundary()
+	st := s.objects()
+	var found []plumbing.Hash
+	i := 0
+	for h := head; !h.IsZero(); i++ {
+		if back == i || back < 0 && strings.HasPrefix(h.String(), strings.ToLower(ref)) {
+			if back >= 0 {
+				return h, nil
+			}
+			found = append(found, h)
+		}
+		c, err := object.GetCommit(st, h)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("read checkpoint %s: %w", short(h), err)
+		}
+		if h == stop || len(c.ParentHashes) == 0 {
+			break
+		}
+		h = c.ParentHashes[0]
+	}
+	switch len(found) {
+	case 0:
+		return plumbing.ZeroHash, fmt.Errorf("%q: %w", ref, ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return plumbing.ZeroHash, fmt.Errorf("%q names %d checkpoints: give more digits", ref, len(found))
+}

@@ -1,0 +1,429 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/pathglob"
+)
+
+// LeftOut is a path a checkpoint does not hold, and why.
+type LeftOut struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"` // "excluded", "too large", "special file", "unreadable"
+}
+
+// escape gives the name a path element has in the shadow repository: git
+// trees cannot hold ".git", so it becomes "~.git", and a name that starts
+// with "~" gets one more, so that the mapping is one to one.
+func escape(name string) string {
+	if name == ".git" || strings.HasPrefix(name, "~") {
+		return "~" + name
+	}
+	return name
+}
+
+// unescape reverses escape.
+func unescape(name string) string {
+	if strings.HasPrefix(name, "~") {
+		return name[1:]
+	}
+	return name
+}
+
+// entry is one item found by the walk.
+type entry struct {
+	name string // the real name
+	rel  string // the real relative path
+	mode filemode.FileMode
+	st   fileStat
+	hash plumbing.Hash
+	need bool   // must be hashed
+	link string // symlink target
+}
+
+// dirScan is one directory found by the walk.
+type dirScan struct {
+	rel     string
+	depth   int
+	files   []*entry
+	subdirs []string // real names
+	tree    plumbing.Hash
+	n       int  // tree entries
+	dirty   bool // its tree differs from the cache's
+	skip    bool // could not be read: left out
+}
+
+// scan is the result of walking the workspace.
+type scan struct {
+	dirs    map[string]*dirScan
+	leftOut []LeftOut
+	started int64
+	hashed  int
+	files   int
+}
+
+// walk stats every path of the workspace, in parallel, and decides which
+// files must be hashed.
+func (s *Store) walk(cache *statCache) (*scan, error) {
+	sc := &scan{dirs: map[string]*dirScan{}, started: time.Now().UnixNano()}
+	var mu sync.Mutex
+	var firstErr error
+	jobs := make(chan *dirScan, 1024)
+	var pending sync.WaitGroup
+	workers := max(2, s.opts.Workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range jobs {
+				subs, left, err := s.readDir(d, cache)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				sc.leftOut = append(sc.leftOut, left...)
+				for _, sub := range subs {
+					sc.dirs[sub.rel] = sub
+				}
+				mu.Unlock()
+				for _, sub := range subs {
+					pending.Add(1)
+					// Never block a worker on a full queue: that could
+					// stall every worker.
+					select {
+					case jobs <- sub:
+					default:
+						go func(sub *dirScan) { jobs <- sub }(sub)
+					}
+				}
+				pending.Done()
+			}
+		}()
+	}
+	root := &dirScan{rel: ""}
+	sc.dirs[""] = root
+	pending.Add(1)
+	jobs <- root
+	pending.Wait()
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	for _, d := range sc.dirs {
+		sc.files += len(d.files)
+	}
+	return sc, nil
+}
+
+// readDir lists one directory and stats its entries relative to it.
+func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, error) {
+	full := s.root
+	if d.rel != "" {
+		full = s.root + "/" + d.rel
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		if d.rel == "" {
+			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
+		}
+		d.skip = true
+		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable"}}, nil
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		if d.rel == "" {
+			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
+		}
+		d.skip = true
+		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable"}}, nil
+	}
+	sort.Strings(names)
+	fd := int(f.Fd())
+	var subs []*dirScan
+	var left []LeftOut
+	for _, name := range names {
+		rel := name
+		if d.rel != "" {
+			rel = d.rel + "/" + name
+		}
+		if s.excluded(rel) {
+			left = append(left, LeftOut{Path: rel, Reason: "excluded"})
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone since the listing
+			}
+			left = append(left, LeftOut{Path: rel, Reason: "unreadable"})
+			continue
+		}
+		fs := fileStat{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino}
+		e := &entry{name: name, rel: rel}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			d.subdirs = append(d.subdirs, name)
+			subs = append(subs, &dirScan{rel: rel, depth: d.depth + 1})
+			continue
+		case unix.S_IFREG:
+			if st.Size > s.opts.MaxFileSize {
+				left = append(left, LeftOut{Path: rel, Reason: "too large"})
+				continue
+			}
+			e.mode = filemode.Regular
+			if st.Mode&0o111 != 0 {
+				e.mode = filemode.Executable
+			}
+		case unix.S_IFLNK:
+			e.mode = filemode.Symlink
+			buf := make([]byte, 4096)
+			n, err := unix.Readlinkat(fd, name, buf)
+			if err != nil {
+				left = append(left, LeftOut{Path: rel, Reason: "unreadable"})
+				continue
+			}
+			e.link = string(buf[:n])
+		default:
+			left = append(left, LeftOut{Path: rel, Reason: "special file"})
+			continue
+		}
+		fs.mode = uint32(e.mode)
+		e.st = fs
+		if e.mode == filemode.Symlink {
+			e.hash = objectHash(plumbing.BlobObject, []byte(e.link))
+			e.need = cache == nil || cache.files[rel].hash != e.hash
+		} else if h, ok := cache.lookup(rel, fs); ok {
+			e.hash = h
+		} else {
+			e.need = true
+		}
+		d.files = append(d.files, e)
+	}
+	return subs, left, nil
+}
+
+// excluded reports whether the options leave rel out.
+func (s *Store) excluded(rel string) bool {
+	for _, p := range s.opts.Exclude {
+		if pathglob.Match(p, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// hashFiles reads and hashes every file the walk could not take from the
+// cache, storing its blob in out (when out is not nil). Files that cannot
+// be read are left out.
+func (s *Store) hashFiles(sc *scan, out sink, progress *progress) error {
+	var todo []*entry
+	for _, d := range sc.dirs {
+		for _, e := range d.files {
+			if e.need {
+				todo = append(todo, e)
+			}
+		}
+	}
+	sc.hashed = len(todo)
+	progress.total(len(todo))
+	var mu sync.Mutex
+	var firstErr error
+	var unreadable []*entry
+	ch := make(chan *entry)
+	var wg sync.WaitGroup
+	for range s.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range ch {
+				var data []byte
+				var err error
+				if e.mode == filemode.Symlink {
+					data = []byte(e.link)
+				} else {
+					data, err = readFile(s.root+"/"+e.rel, e.st.size)
+				}
+				if err != nil {
+					mu.Lock()
+					unreadable = append(unreadable, e)
+					mu.Unlock()
+					progress.add(1)
+					continue
+				}
+				e.hash = objectHash(plumbing.BlobObject, data)
+				if out != nil {
+					if err := out.add(plumbing.BlobObject, e.hash, data); err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+					}
+				}
+				progress.add(1)
+			}
+		}()
+	}
+	for _, e := range todo {
+		ch <- e
+	}
+	close(ch)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	// Drop what could not be read: it is left out, not recorded empty.
+	for _, bad := range unreadable {
+		sc.leftOut = append(sc.leftOut, LeftOut{Path: bad.rel, Reason: "unreadable"})
+		d := sc.dirs[path.Dir(bad.rel)]
+		if path.Dir(bad.rel) == "." {
+			d = sc.dirs[""]
+		}
+		for i, e := range d.files {
+			if e == bad {
+				d.files = append(d.files[:i], d.files[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// readFile reads a regular file without following a symlink that may
+// have replaced it since the walk.
+func readFile(name string, size int64) ([]byte, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var b bytes.Buffer
+	b.Grow(int(size) + 512)
+	if _, err := b.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// emptyTree is the id of the tree with no entries.
+var emptyTree = plumbing.NewHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+
+// buildTrees computes the tree of every directory, bottom up, encoding and
+// storing only the directories that changed since the cache.
+func (s *Store) buildTrees(sc *scan, cache *statCache, out sink) (plumbing.Hash, error) {
+	order := make([]*dirScan, 0, len(sc.dirs))
+	for _, d := range sc.dirs {
+		order = append(order, d)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].depth > order[j].depth })
+	for _, d := range order {
+		entries := make([]object.TreeEntry, 0, len(d.files)+len(d.subdirs))
+		dirty := false
+		for _, e := range d.files {
+			entries = append(entries, object.TreeEntry{Name: escape(e.name), Mode: e.mode, Hash: e.hash})
+			if cache == nil {
+				dirty = true
+				continue
+			}
+			if c, ok := cache.files[e.rel]; !ok || c.hash != e.hash || c.mode != uint32(e.mode) {
+				dirty = true
+			}
+		}
+		for _, name := range d.subdirs {
+			rel := name
+			if d.rel != "" {
+				rel = d.rel + "/" + name
+			}
+			sub, ok := sc.dirs[rel]
+			if !ok || sub.skip {
+				continue
+			}
+			entries = append(entries, object.TreeEntry{Name: escape(name), Mode: filemode.Dir, Hash: sub.tree})
+			if sub.dirty {
+				dirty = true
+			}
+		}
+		d.n = len(entries)
+		if c, ok := cache.dir(d.rel); !ok || c.n != uint32(len(entries)) {
+			dirty = true
+		} else if !dirty {
+			d.tree = c.hash
+			continue
+		}
+		d.dirty = true
+		if len(entries) == 0 {
+			d.tree = emptyTree
+			if out != nil {
+				if err := out.add(plumbing.TreeObject, emptyTree, nil); err != nil {
+					return plumbing.ZeroHash, err
+				}
+			}
+			continue
+		}
+		sort.Sort(object.TreeEntrySorter(entries))
+		data, err := encodeTree(entries)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("encode tree %s: %w", d.rel, err)
+		}
+		d.tree = objectHash(plumbing.TreeObject, data)
+		if out != nil {
+			if err := out.add(plumbing.TreeObject, d.tree, data); err != nil {
+				return plumbing.ZeroHash, err
+			}
+		}
+	}
+	return sc.dirs[""].tree, nil
+}
+
+func (c *statCache) dir(rel string) (cachedDir, bool) {
+	if c == nil {
+		return cachedDir{}, false
+	}
+	d, ok := c.dirs[rel]
+	return d, ok
+}
+
+// encodeTree encodes sorted entries in git's tree format.
+func encodeTree(entries []object.TreeEntry) ([]byte, error) {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 && entries[i-1].Name == e.Name {
+			return nil, fmt.Errorf("two entries named %q", e.Name)
+		}
+		fmt.Fprintf(&b, "%o %s\x00", e.Mode, e.Name)
+		b.Write(e.Hash[:])
+	}
+	return []byte(b.String()), nil
+}
+
+// newCache records what this scan found, for the next walk.
+func newCache(sc *scan) *statCache {
+	c := &statCache{at: sc.started, files: make(map[string]cachedFile, sc.files), dirs: make(map[string]cachedDir, len(sc.dirs))}
+	for _, d := range sc.dirs {
+		if d.skip {
+			continue
+		}
+		c.dirs[d.rel] = cachedDir{hash: d.tree, n: uint32(d.n)}
+		for _, e := range d.files {
+			c.files[e.rel] = cachedFile{fileStat: e.st, hash: e.hash}
+		}
+	}
+	return c
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/state"
+)
+
+// openStore opens the checkpoint store of the workspace named by -C, with
+// the policy's excludes and size limit.
+func (c *common) openStore(io stdio, getenv func(string) string) (*checkpoint.Store, error) {
+	p, o, err := c.setup(getenv)
+	if err != nil {
+		return nil, err
+	}
+	sd := state.Dir(c.stateDir, getenv, os.Getuid())
+	if sd == "" {
+		return nil, &exit.UsageError{Msg: "no state directory: set --state DIR or UNDOSH_STATE_DIR"}
+	}
+	ws := o.Cwd
+	if len(o.Roots) > 0 {
+		ws = o.Roots[0]
+	}
+	opts := checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")}
+	if f, ok := io.err.(*os.File); ok && isTerminal(f) {
+		opts.Progress = f
+	}
+	s, err := checkpoint.Open(ws, opts)
+	if errors.Is(err, checkpoint.ErrBadWorkspace) {
+		return nil, &exit.UsageError{Msg: err.Error()}
+	}
+	return s, err
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// storeCmd runs the checkpoint subcommands.
+func storeCmd(name string, args []string, io stdio, getenv func(string) string) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	msg := fs.String("m", "", "checkpoint message")
+	maxAge := fs.Duration("max-age", 24*time.Hour, "gc: drop checkpoints older than this")
+	maxBytes := fs.Int64("max-bytes", 0, "gc: drop the oldest checkpoints until the store fits")
+	ops, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{"checkpoint": 0, "log": 0, "diff": -1, "restore": 1, "gc": 0, "check": 0, "status": 0}
+	if n := want[name]; n >= 0 && len(ops) != n || name == "diff" && (len(ops) < 1 || len(ops) > 2) {
+		return &exit.UsageError{Msg: fmt.Sprintf("%s: wrong number of arguments (see undoctl help)", name)}
+	}
+	s, err := c.openStore(io, getenv)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	out := io.out
+	switch name {
+	case "checkpoint":
+		r, err := s.Checkpoint(*msg)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, r)
+		}
+		fmt.Fprintln(out, r.ID)
+		if !r.Changed {
+			fmt.Fprintln(io.err, "undoctl: nothing changed since this checkpoint")
+		}
+		if len(r.LeftOut) > 0 {
+			fmt.Fprintf(io.err, "undoctl: %d paths left out (undoctl status lists them)\n", len(r.LeftOut))
+		}
+	case "log":
+		l, err := s.Log()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, l)
+		}
+		for i, e := range l {
+			fmt.Fprintf(out, "~%-3d %s  %s  %6d files  %s\n", i, e.ID[:12], e.Time.Local().Format("2006-01-02 15:04:05"), e.Files, e.Message)
+		}
+	case "diff":
+		b := ""
+		if len(ops) == 2 {
+			b = ops[1]
+		}
+		ch, err := s.Diff(ops[0], b)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, ch)
+		}
+		for _, x := range ch {
+			fmt.Fprintf(out, "%-11s %s\n", x.Kind, quotePath(x.Path))
+		}
+	case "restore":
+		r, err := s.Restore(ops[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, r)
+		}
+		fmt.Fprintf(out, "restored %s: %d written, %d removed\n", r.Target[:12], len(r.Written), len(r.Removed))
+		for _, k := range r.Kept {
+			fmt.Fprintf(io.err, "undoctl: kept %s: it holds paths checkpoints leave out\n", quotePath(k))
+		}
+		fmt.Fprintf(io.err, "undoctl: to undo this restore: undoctl restore %s\n", r.Before[:12])
+	case "gc":
+		r, err := s.GC(checkpoint.GCOptions{MaxAge: *maxAge, MaxBytes: *maxBytes})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, r)
+		}
+		fmt.Fprintf(out, "kept %d checkpoints, dropped %d; store %d → %d bytes\n", r.Kept, r.Dropped, r.BytesBefore, r.BytesAfter)
+	case "check":
+		r, err := s.Check()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := printJSON(out, r); err != nil {
+				return err
+			}
+		} else {
+			for _, n := range r.Notes {
+				fmt.Fprintf(out, "note: %s\n", n)
+			}
+			for _, p := range r.Problems {
+				fmt.Fprintf(out, "problem: %s\n", p)
+			}
+			fmt.Fprintf(out, "%d checkpoints, %d objects, %d packs: %s\n", r.Checkpoints, r.Objects, r.Packs, map[bool]string{true: "ok", false: "damaged"}[len(r.Problems) == 0])
+		}
+		if len(r.Problems) > 0 {
+			return fmt.Errorf("the store %s has %d problems", s.Dir(), len(r.Problems))
+		}
+	case "status":
+		st, err := s.Status()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, st)
+		}
+		fmt.Fprintf(out, "workspace:   %s\nstore:       %s (%d bytes)\ncheckpoints: %d\n", st.Workspace, st.Store, st.Bytes, st.Checkpoints)
+		if st.Newest != "" {
+			fmt.Fprintf(out, "newest:      %s\n", st.Newest[:12])
+		}
+		fmt.Fprintf(out, "left out:    %d\n", len(st.LeftOut))
+		for _, l := range st.LeftOut {
+			fmt.Fprintf(out, "  %-12s %s\n", l.Reason, quotePath(l.Path))
+		}
+	}
+	return nil
+}
+
+// quotePath shows a path on one line, whatever bytes it holds.
+func quotePath(p string) string {
+	if strings.ContainsAny(p, "\n\t\"\\") || !isPrintable(p) {
+		return fmt.Sprintf("%q", p)
+	}
+	return p
+}
+
+func isPrintable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == 0xfffd {
+			return false
+		}
+	}
+	return true
+}
