@@ -2,8 +2,8 @@ package checkpoint
 
 import (
 	"bytes"
-	"crypto/sha1"
 	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"os"
 
@@ -34,16 +34,23 @@ type cachedDir struct {
 // away, never trusted, when it does not decode.
 type statCache struct {
 	at    int64 // ns: when the walk that made it started
+	head  plumbing.Hash
+	tree  plumbing.Hash // head's tree, so that a checkpoint need not read it
 	files map[string]cachedFile
 	dirs  map[string]cachedDir
 }
 
-const cacheMagic = "undosh-statcache-1\n"
+const cacheMagic = "undosh-statcache-3\n"
 
-// racyWindow: a file whose mtime is this close to (or after) the start of
-// the walk that cached it may have changed again within the same
-// timestamp tick, so it is hashed again (git's racy-git rule).
-const racyWindow = int64(1e9)
+// crc32c is hardware-assisted: the checksum costs little next to the walk.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// racyWindow: a file whose mtime or ctime is this close to (or after) the
+// start of the walk that cached it may have changed again within the same
+// timestamp tick, so it is hashed again (git's racy-git rule). File times
+// come from the kernel's coarse clock, which lags by at most one tick (10
+// ms at HZ=100); twice that is safe.
+const racyWindow = int64(20e6)
 
 // lookup returns the cached hash of rel if st matches and the entry is not
 // racy.
@@ -72,19 +79,21 @@ func loadCache(name string) *statCache {
 
 func decodeCache(data []byte) (*statCache, error) {
 	bad := errors.New("corrupt stat cache")
-	if len(data) < len(cacheMagic)+sha1.Size+20 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
+	if len(data) < len(cacheMagic)+4+56 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
 		return nil, bad
 	}
-	body, sum := data[:len(data)-sha1.Size], data[len(data)-sha1.Size:]
-	if s := sha1.Sum(body); !bytes.Equal(s[:], sum) {
+	body, sum := data[:len(data)-4], data[len(data)-4:]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(sum) {
 		return nil, bad
 	}
 	b := body[len(cacheMagic):]
 	c := &statCache{}
 	c.at = int64(binary.LittleEndian.Uint64(b))
-	nf := binary.LittleEndian.Uint32(b[8:])
-	nd := binary.LittleEndian.Uint32(b[12:])
-	b = b[16:]
+	copy(c.head[:], b[8:28])
+	copy(c.tree[:], b[28:48])
+	nf := binary.LittleEndian.Uint32(b[48:])
+	nd := binary.LittleEndian.Uint32(b[52:])
+	b = b[56:]
 	c.files = make(map[string]cachedFile, nf)
 	c.dirs = make(map[string]cachedDir, nd)
 	str := func() (string, bool) {
@@ -146,10 +155,13 @@ func (c *statCache) encode() []byte {
 		}
 	}
 	var b bytes.Buffer
+	b.Grow(len(cacheMagic) + 64 + len(c.files)*(56+2+40) + len(c.dirs)*(24+2+30))
 	b.WriteString(cacheMagic)
 	var u [8]byte
 	binary.LittleEndian.PutUint64(u[:], uint64(c.at))
 	b.Write(u[:])
+	b.Write(c.head[:])
+	b.Write(c.tree[:])
 	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.files)))
 	b.Write(u[:4])
 	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.dirs)))
@@ -178,7 +190,7 @@ func (c *statCache) encode() []byte {
 		binary.LittleEndian.PutUint32(d[20:], dir.n)
 		b.Write(d[:])
 	}
-	sum := sha1.Sum(b.Bytes())
-	b.Write(sum[:])
+	binary.LittleEndian.PutUint32(u[:4], crc32.Checksum(b.Bytes(), castagnoli))
+	b.Write(u[:4])
 	return b.Bytes()
 }

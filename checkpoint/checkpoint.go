@@ -78,18 +78,26 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	if res.LeftOut == nil {
 		res.LeftOut = []LeftOut{}
 	}
-	newHead := head
 	if !head.IsZero() {
-		prev, err := s.commit(head)
-		if err != nil {
-			pack.abort()
-			return Result{}, nil, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)
+		prevTree := plumbing.ZeroHash
+		if cache != nil && cache.head == head {
+			prevTree = cache.tree
+		} else {
+			prev, err := s.commit(head)
+			if err != nil {
+				pack.abort()
+				return Result{}, nil, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)
+			}
+			prevTree = prev.TreeHash
 		}
-		if prev.TreeHash == tree {
+		if prevTree == tree {
 			pack.abort()
 			res.ID = head.String()
 			res.Duration = time.Since(start)
-			return res, sc, s.saveCache(sc)
+			if sc.hashed == 0 && cache != nil && cache.head == head {
+				return res, sc, nil // the cache already says all of this
+			}
+			return res, sc, s.saveCache(sc, head, tree)
 		}
 	}
 	when := now()
@@ -112,7 +120,7 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 		pack.abort()
 		return Result{}, nil, err
 	}
-	newHead = objectHash(plumbing.CommitObject, data)
+	newHead := objectHash(plumbing.CommitObject, data)
 	if err := pack.add(plumbing.CommitObject, newHead, data); err != nil {
 		pack.abort()
 		return Result{}, nil, err
@@ -129,16 +137,18 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	res.Changed = true
 	res.Duration = time.Since(start)
 	s.log.Debug("checkpoint", "id", short(newHead), "files", res.Files, "hashed", res.Hashed, "bytes", res.Bytes, "took", res.Duration)
-	return res, sc, s.saveCache(sc)
+	return res, sc, s.saveCache(sc, newHead, tree)
 }
 
-func (s *Store) saveCache(sc *scan) error {
-	if err := writeFileAtomic(s.cachePath(), newCache(sc).encode()); err != nil {
+func (s *Store) saveCache(sc *scan, head, tree plumbing.Hash) error {
+	c := newCache(sc)
+	c.head, c.tree = head, tree
+	if err := writeFile(s.cachePath(), c.encode(), false); err != nil {
 		// The cache only saves time: losing it is not an error.
 		s.log.Debug("stat cache not saved", "err", err)
 	}
 	left, _ := json.Marshal(sc.leftOut)
-	if err := writeFileAtomic(filepath.Join(s.dir, "left-out.json"), left); err != nil {
+	if err := writeFile(filepath.Join(s.dir, "left-out.json"), left, false); err != nil {
 		s.log.Debug("left-out list not saved", "err", err)
 	}
 	return nil

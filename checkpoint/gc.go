@@ -101,7 +101,7 @@ func (s *Store) GC(o GCOptions) (GCResult, error) {
 				live[d.hash] = true
 			}
 		}
-		if err := s.repack(st, packs, live); err != nil {
+		if err := s.repack(packs, live); err != nil {
 			return err
 		}
 		after, err := s.packs()
@@ -240,7 +240,7 @@ func readPackInfo(dir, base string) (packInfo, error) {
 // repack rewrites, one at a time, each pack that holds dead objects: a
 // pack with nothing live is deleted, a mixed one is replaced by a pack of
 // its live objects. Small packs are merged, a batch at a time.
-func (s *Store) repack(st storer.EncodedObjectStorer, packs []packInfo, live map[plumbing.Hash]bool) error {
+func (s *Store) repack(packs []packInfo, live map[plumbing.Hash]bool) error {
 	dir := filepath.Join(s.git, "objects", "pack")
 	var small []packInfo
 	var smallBytes int64
@@ -249,7 +249,7 @@ func (s *Store) repack(st storer.EncodedObjectStorer, packs []packInfo, live map
 			small, smallBytes = nil, 0
 			return nil
 		}
-		if err := s.rewrite(st, small, live); err != nil {
+		if err := s.rewrite(small, live); err != nil {
 			return err
 		}
 		small, smallBytes = nil, 0
@@ -268,7 +268,7 @@ func (s *Store) repack(st storer.EncodedObjectStorer, packs []packInfo, live map
 				return err
 			}
 		case n < len(p.sizes):
-			if err := s.rewrite(st, []packInfo{p}, live); err != nil {
+			if err := s.rewrite([]packInfo{p}, live); err != nil {
 				return err
 			}
 		case p.size < 1<<20:
@@ -285,9 +285,12 @@ func (s *Store) repack(st storer.EncodedObjectStorer, packs []packInfo, live map
 }
 
 // rewrite copies the live objects of some packs into one new pack, then
-// removes the old ones.
-func (s *Store) rewrite(st storer.EncodedObjectStorer, old []packInfo, live map[plumbing.Hash]bool) error {
+// removes the old ones. It reads through a fresh view of the objects:
+// one opened before an earlier rewrite would still look in packs that
+// rewrite removed.
+func (s *Store) rewrite(old []packInfo, live map[plumbing.Hash]bool) error {
 	dir := filepath.Join(s.git, "objects", "pack")
+	st := s.objects()
 	out, err := newPackSink(dir)
 	if err != nil {
 		return err

@@ -253,6 +253,13 @@ func (s *Store) setHead(old, h plumbing.Hash) error {
 // writeFileAtomic writes data to name by temp file, fsync, rename and
 // fsync of the directory.
 func writeFileAtomic(name string, data []byte) error {
+	return writeFile(name, data, true)
+}
+
+// writeFile writes data to name by temp file and rename; with durable it
+// also fsyncs the file and the directory. Caches need not be durable: a
+// torn one is thrown away.
+func writeFile(name string, data []byte, durable bool) error {
 	dir := filepath.Dir(name)
 	f, err := os.CreateTemp(dir, ".tmp-")
 	if err != nil {
@@ -269,8 +276,10 @@ func writeFileAtomic(name string, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
@@ -279,6 +288,9 @@ func writeFileAtomic(name string, data []byte) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	ok = true
+	if !durable {
+		return nil
+	}
 	return syncDir(dir)
 }
 

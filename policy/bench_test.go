@@ -15,3 +15,11 @@ func BenchmarkParseDefault(b *testing.B) {
 		p.buildIndex()
 	}
 }
+
+// BenchmarkCompiledDefault measures what Default costs at start-up: the
+// policy compiled into default_gen.go, indexed.
+func BenchmarkCompiledDefault(b *testing.B) {
+	for b.Loop() {
+		compiledDefault()
+	}
+}
