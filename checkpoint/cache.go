@@ -3,8 +3,8 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
+	"hash/crc32"
 	"os"
 
 	"github.com/go-git/go-git/v5/plumbing"

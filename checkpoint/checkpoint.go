@@ -79,7 +79,7 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 		res.LeftOut = []LeftOut{}
 	}
 	if !head.IsZero() {
-		prevTree := plumbing.ZeroHash
+		var prevTree plumbing.Hash
 		if cache != nil && cache.head == head {
 			prevTree = cache.tree
 		} else {
