@@ -36,11 +36,12 @@ type statCache struct {
 	at    int64 // ns: when the walk that made it started
 	head  plumbing.Hash
 	tree  plumbing.Hash // head's tree, so that a checkpoint need not read it
+	left  plumbing.Hash // head's list of left-out paths, or zero
 	files map[string]cachedFile
 	dirs  map[string]cachedDir
 }
 
-const cacheMagic = "undosh-statcache-3\n"
+const cacheMagic = "undosh-statcache-4\n"
 
 // crc32c is hardware-assisted: the checksum costs little next to the walk.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -79,7 +80,7 @@ func loadCache(name string) *statCache {
 
 func decodeCache(data []byte) (*statCache, error) {
 	bad := errors.New("corrupt stat cache")
-	if len(data) < len(cacheMagic)+4+56 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
+	if len(data) < len(cacheMagic)+4+76 || !bytes.HasPrefix(data, []byte(cacheMagic)) {
 		return nil, bad
 	}
 	body, sum := data[:len(data)-4], data[len(data)-4:]
@@ -91,9 +92,10 @@ func decodeCache(data []byte) (*statCache, error) {
 	c.at = int64(binary.LittleEndian.Uint64(b))
 	copy(c.head[:], b[8:28])
 	copy(c.tree[:], b[28:48])
-	nf := binary.LittleEndian.Uint32(b[48:])
-	nd := binary.LittleEndian.Uint32(b[52:])
-	b = b[56:]
+	copy(c.left[:], b[48:68])
+	nf := binary.LittleEndian.Uint32(b[68:])
+	nd := binary.LittleEndian.Uint32(b[72:])
+	b = b[76:]
 	c.files = make(map[string]cachedFile, nf)
 	c.dirs = make(map[string]cachedDir, nd)
 	str := func() (string, bool) {
@@ -162,6 +164,7 @@ func (c *statCache) encode() []byte {
 	b.Write(u[:])
 	b.Write(c.head[:])
 	b.Write(c.tree[:])
+	b.Write(c.left[:])
 	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.files)))
 	b.Write(u[:4])
 	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.dirs)))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -78,33 +80,48 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	if res.LeftOut == nil {
 		res.LeftOut = []LeftOut{}
 	}
+	// The paths left out go with the checkpoint, so that a restore can
+	// tell "did not exist" from "existed but was not recorded".
+	sort.Slice(sc.leftOut, func(i, j int) bool { return sc.leftOut[i].Path < sc.leftOut[j].Path })
+	var leftList plumbing.Hash
+	var leftData []byte
+	if len(sc.leftOut) > 0 {
+		leftData = encodeLeftOut(sc.leftOut)
+		leftList = objectHash(plumbing.BlobObject, leftData)
+	}
 	if !head.IsZero() {
-		var prevTree plumbing.Hash
+		var prevTree, prevLeft plumbing.Hash
 		if cache != nil && cache.head == head {
-			prevTree = cache.tree
+			prevTree, prevLeft = cache.tree, cache.left
 		} else {
 			prev, err := s.commit(head)
 			if err != nil {
 				pack.abort()
 				return Result{}, nil, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)
 			}
-			prevTree = prev.TreeHash
+			prevTree, prevLeft = prev.TreeHash, leftListOf(prev)
 		}
-		if prevTree == tree {
+		if prevTree == tree && prevLeft == leftList {
 			pack.abort()
 			res.ID = head.String()
 			res.Duration = time.Since(start)
 			if sc.hashed == 0 && cache != nil && cache.head == head {
 				return res, sc, nil // the cache already says all of this
 			}
-			return res, sc, s.saveCache(sc, head, tree)
+			return res, sc, s.saveCache(sc, head, tree, leftList)
+		}
+	}
+	if len(leftData) > 0 {
+		if err := pack.add(plumbing.BlobObject, leftList, leftData); err != nil {
+			pack.abort()
+			return Result{}, nil, err
 		}
 	}
 	when := now()
 	c := &object.Commit{
 		Author:    object.Signature{Name: "undosh", Email: "undosh@localhost", When: when},
 		Committer: object.Signature{Name: "undosh", Email: "undosh@localhost", When: when},
-		Message:   commitMessage(msg, sc),
+		Message:   commitMessage(msg, sc, leftList),
 		TreeHash:  tree,
 	}
 	if !head.IsZero() {
@@ -137,29 +154,97 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	res.Changed = true
 	res.Duration = time.Since(start)
 	s.log.Debug("checkpoint", "id", short(newHead), "files", res.Files, "hashed", res.Hashed, "bytes", res.Bytes, "took", res.Duration)
-	return res, sc, s.saveCache(sc, newHead, tree)
+	return res, sc, s.saveCache(sc, newHead, tree, leftList)
 }
 
-func (s *Store) saveCache(sc *scan, head, tree plumbing.Hash) error {
+func (s *Store) saveCache(sc *scan, head, tree, left plumbing.Hash) error {
 	c := newCache(sc)
-	c.head, c.tree = head, tree
+	c.head, c.tree, c.left = head, tree, left
 	if err := writeFile(s.cachePath(), c.encode(), false); err != nil {
 		// The cache only saves time: losing it is not an error.
 		s.log.Debug("stat cache not saved", "err", err)
 	}
-	left, _ := json.Marshal(sc.leftOut)
-	if err := writeFile(filepath.Join(s.dir, "left-out.json"), left, false); err != nil {
+	list, _ := json.Marshal(sc.leftOut)
+	if err := writeFile(filepath.Join(s.dir, "left-out.json"), list, false); err != nil {
 		s.log.Debug("left-out list not saved", "err", err)
 	}
 	return nil
 }
 
-func commitMessage(msg string, sc *scan) string {
+func commitMessage(msg string, sc *scan, leftList plumbing.Hash) string {
 	if msg == "" {
 		msg = "checkpoint"
 	}
 	msg = strings.TrimRight(msg, "\n")
-	return fmt.Sprintf("%s\n\nundosh-files: %d\nundosh-left-out: %d\n", msg, sc.files, len(sc.leftOut))
+	out := fmt.Sprintf("%s\n\nundosh-files: %d\nundosh-left-out: %d\n", msg, sc.files, len(sc.leftOut))
+	if !leftList.IsZero() {
+		out += "undosh-left-out-list: " + leftList.String() + "\n"
+	}
+	return out
+}
+
+// leftListOf returns the id of the list of paths a checkpoint left out,
+// or the zero hash when it left out nothing.
+func leftListOf(c *object.Commit) plumbing.Hash {
+	for _, line := range strings.Split(c.Message, "\n") {
+		if v, ok := strings.CutPrefix(line, "undosh-left-out-list: "); ok && plumbing.IsHash(v) {
+			return plumbing.NewHash(v)
+		}
+	}
+	return plumbing.ZeroHash
+}
+
+// leftOutOf returns the paths a checkpoint left out.
+func leftOutOf(st storer.EncodedObjectStorer, c *object.Commit) ([]LeftOut, error) {
+	if h := leftListOf(c); !h.IsZero() {
+		obj, err := st.EncodedObject(plumbing.BlobObject, h)
+		if err != nil {
+			return nil, fmt.Errorf("read the left-out list of %s: %w", short(c.Hash), err)
+		}
+		data, err := readAll(obj)
+		if err != nil {
+			return nil, fmt.Errorf("read the left-out list of %s: %w", short(c.Hash), err)
+		}
+		out, err := decodeLeftOut(data)
+		if err != nil {
+			return nil, fmt.Errorf("the left-out list of %s does not decode: %w", short(c.Hash), err)
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// encodeLeftOut writes a left-out list as lines of reason, kind and a
+// Go-quoted path: JSON would turn bytes that are not UTF-8 into U+FFFD.
+func encodeLeftOut(l []LeftOut) []byte {
+	var b strings.Builder
+	for _, x := range l {
+		kind := "f"
+		if x.Dir {
+			kind = "d"
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", x.Reason, kind, strconv.Quote(x.Path))
+	}
+	return []byte(b.String())
+}
+
+func decodeLeftOut(data []byte) ([]LeftOut, error) {
+	var out []LeftOut
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("bad line %q", line)
+		}
+		p, err := strconv.Unquote(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("bad path in %q: %w", line, err)
+		}
+		out = append(out, LeftOut{Reason: f[0], Dir: f[1] == "d", Path: p})
+	}
+	return out, nil
 }
 
 func readAll(o plumbing.EncodedObject) ([]byte, error) {

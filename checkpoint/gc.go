@@ -172,6 +172,9 @@ func (s *Store) reachable(st storer.EncodedObjectStorer, commits []*object.Commi
 	}
 	for _, c := range commits {
 		live[c.Hash] = true
+		if h := leftListOf(c); !h.IsZero() {
+			live[h] = true
+		}
 		if err := walkTree(c.TreeHash); err != nil {
 			return nil, err
 		}

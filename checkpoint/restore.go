@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -208,8 +207,9 @@ type RestoreResult struct {
 	Target  string   `json:"target"`
 	Written []string `json:"written"`
 	Removed []string `json:"removed"`
-	// Kept lists directories the checkpoint does not have but that still
-	// hold paths checkpoints leave out (excluded, too large): they stay.
+	// Kept lists paths the restore left as they are: paths left out now
+	// (their content is in no checkpoint), directories that hold them, and
+	// paths the target checkpoint left out (they existed then, unrecorded).
 	Kept []string `json:"kept"`
 }
 
@@ -239,18 +239,91 @@ func (s *Store) Restore(id string) (RestoreResult, error) {
 		if err := diff("", sc.dirs[""].tree, c.TreeHash, scanSide{sc}, storeSide{st}, &changes); err != nil {
 			return err
 		}
-		return s.apply(st, changes, &res)
+		then, err := leftOutOf(st, c)
+		if err != nil {
+			return err
+		}
+		return s.apply(st, changes, newLeftSet(sc.leftOut), newLeftSet(then), &res)
 	})
 	return res, err
 }
 
-// apply makes the workspace match the "new" side of changes.
-func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, res *RestoreResult) error {
+// leftSet holds the paths left out of a checkpoint.
+type leftSet map[string]LeftOut
+
+func newLeftSet(l []LeftOut) leftSet {
+	s := leftSet{}
+	for _, x := range l {
+		s[x.Path] = x
+	}
+	return s
+}
+
+// existed reports whether p, whose mode now is mode, was left out of the
+// target as the same kind of thing: a file too large (a regular file), a
+// path excluded or unreadable of the same kind, or anything under a
+// directory left out.
+func (s leftSet) existed(p string, mode filemode.FileMode) bool {
+	if x, ok := s[p]; ok && x.Dir == (mode == filemode.Dir) &&
+		!(x.Reason == "too large" && mode == filemode.Symlink) && x.Reason != "special file" {
+		return true
+	}
+	for q := p; ; {
+		i := strings.LastIndexByte(q, '/')
+		if i < 0 {
+			return false
+		}
+		q = q[:i]
+		if s[q].Dir {
+			return true
+		}
+	}
+}
+
+// covers reports whether p or a directory above it is in the set.
+func (s leftSet) covers(p string) bool {
+	for {
+		if _, ok := s[p]; ok {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+// holds reports whether something below the directory p is in the set.
+func (s leftSet) holds(p string) bool {
+	for x := range s {
+		if strings.HasPrefix(x, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// apply makes the workspace match the "new" side of changes. It never
+// touches a path left out now (excluded, too large, unreadable: its
+// content is in no checkpoint), and never removes one that was left out
+// of the target (it existed then, unrecorded).
+func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then leftSet, res *RestoreResult) error {
 	abs := func(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
+	keep := func(p string) {
+		if !containsPath(res.Kept, p) {
+			res.Kept = append(res.Kept, p)
+		}
+	}
+	blocked := leftSet{} // directories that cannot be created: a left-out file is in the way
 	// 1. Remove what the checkpoint does not have, deepest first.
 	sort.SliceStable(changes, func(i, j int) bool { return depth(changes[i].Path) > depth(changes[j].Path) })
 	for _, ch := range changes {
 		switch {
+		case ch.Kind == "removed" && then.existed(ch.Path, ch.old.mode):
+			keep(ch.Path) // it existed at the checkpoint, unrecorded
+		case ch.Kind == "dir removed" && (then.existed(ch.Path, filemode.Dir) || now.holds(ch.Path)):
+			keep(ch.Path)
 		case ch.Kind == "removed" || ch.Kind == "type" && ch.old.mode != 0 && ch.old.mode != filemode.Dir:
 			if err := os.Remove(abs(ch.Path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("restore: remove %s: %w", ch.Path, err)
@@ -273,8 +346,22 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, res *Rest
 	sort.SliceStable(changes, func(i, j int) bool { return depth(changes[i].Path) < depth(changes[j].Path) })
 	for _, ch := range changes {
 		p := abs(ch.Path)
+		if now.covers(ch.Path) || blocked.covers(ch.Path) {
+			// A path left out now stands here: its content is in no
+			// checkpoint, so it stays, and so does what is under it.
+			keep(ch.Path)
+			if ch.Kind == "dir added" {
+				blocked[ch.Path] = LeftOut{Path: ch.Path, Dir: true}
+			}
+			continue
+		}
 		switch ch.Kind {
 		case "dir added":
+			if fi, err := os.Lstat(p); err == nil && !fi.IsDir() {
+				blocked[ch.Path] = LeftOut{Path: ch.Path, Dir: true}
+				keep(ch.Path)
+				continue
+			}
 			if err := os.MkdirAll(p, 0o755); err != nil {
 				return fmt.Errorf("restore: create directory %s: %w", ch.Path, err)
 			}
@@ -283,7 +370,7 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, res *Rest
 				continue
 			}
 			if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-				// A directory kept for the left-out paths in it.
+				keep(ch.Path) // a directory kept for the left-out paths in it
 				continue
 			}
 			if err := s.writeEntry(st, p, ch.new); err != nil {
@@ -313,6 +400,15 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, res *Rest
 
 func depth(p string) int { return strings.Count(p, "/") }
 
+func containsPath(l []string, p string) bool {
+	for _, x := range l {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
 // writeEntry writes a file or symlink by temp file and rename, keeping the
 // permissions of a regular file it replaces.
 func (s *Store) writeEntry(st storer.EncodedObjectStorer, p string, n node) error {
@@ -326,10 +422,17 @@ func (s *Store) writeEntry(st storer.EncodedObjectStorer, p string, n node) erro
 	}
 	dir := filepath.Dir(p)
 	if n.mode == filemode.Symlink {
-		tmp := filepath.Join(dir, ".undosh-restore-"+path.Base(p)+"-"+n.hash.String()[:8])
-		_ = os.Remove(tmp)
-		if err := os.Symlink(string(data), tmp); err != nil {
-			return err
+		// A short temporary name: the real one may be 255 bytes.
+		var tmp string
+		for i := 0; ; i++ {
+			tmp = filepath.Join(dir, fmt.Sprintf(".undosh-restore-%s-%d", n.hash.String()[:8], i))
+			err := os.Symlink(string(data), tmp)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, os.ErrExist) || i > 100 {
+				return err
+			}
 		}
 		if err := os.Rename(tmp, p); err != nil {
 			os.Remove(tmp)

@@ -23,6 +23,7 @@ import (
 type LeftOut struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"` // "excluded", "too large", "special file", "unreadable"
+	Dir    bool   `json:"dir,omitempty"`
 }
 
 // escape gives the name a path element has in the shadow repository: git
@@ -142,7 +143,7 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
 		}
 		d.skip = true
-		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable"}}, nil
+		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable", Dir: true}}, nil
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
@@ -151,7 +152,7 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
 		}
 		d.skip = true
-		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable"}}, nil
+		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable", Dir: true}}, nil
 	}
 	sort.Strings(names)
 	fd := int(f.Fd())
@@ -162,16 +163,17 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		if d.rel != "" {
 			rel = d.rel + "/" + name
 		}
-		if s.excluded(rel) {
-			left = append(left, LeftOut{Path: rel, Reason: "excluded"})
-			continue
-		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // gone since the listing
 			}
 			left = append(left, LeftOut{Path: rel, Reason: "unreadable"})
+			continue
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if s.excluded(rel) {
+			left = append(left, LeftOut{Path: rel, Reason: "excluded", Dir: isDir})
 			continue
 		}
 		fs := fileStat{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino}
