@@ -36,6 +36,9 @@ func (s *Store) Check() (CheckResult, error) {
 			res.Problems = append(res.Problems, err.Error())
 		}
 		res.Packs = len(packs)
+		if orphans, _ := filepath.Glob(filepath.Join(dir, "*.orphan")); len(orphans) > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d packs had no index and were set aside as *.orphan in %s", len(orphans), dir))
+		}
 		for _, p := range packs {
 			if err := verifyPack(filepath.Join(dir, p.name+".pack")); err != nil {
 				res.Problems = append(res.Problems, err.Error())

@@ -217,6 +217,13 @@ func (s *Store) cleanTemp() {
 					_ = os.Remove(filepath.Join(dir, name))
 				}
 			}
+			// A pack without its index would stop go-git reading any
+			// object: set it aside, where check reports it.
+			if base, ok := strings.CutSuffix(name, ".pack"); ok {
+				if _, err := os.Stat(filepath.Join(dir, base+".idx")); errors.Is(err, os.ErrNotExist) {
+					_ = os.Rename(filepath.Join(dir, name), filepath.Join(dir, name+".orphan"))
+				}
+			}
 		}
 	}
 }
