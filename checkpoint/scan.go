@@ -291,6 +291,7 @@ func (s *Store) hashFiles(sc *scan, out sink, progress *progress) error {
 		return firstErr
 	}
 	// Drop what could not be read: it is left out, not recorded empty.
+	sc.files -= len(unreadable)
 	for _, bad := range unreadable {
 		sc.leftOut = append(sc.leftOut, LeftOut{Path: bad.rel, Reason: "unreadable"})
 		d := sc.dirs[path.Dir(bad.rel)]

@@ -99,9 +99,7 @@ func Open(workspace string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
-	if rs, err := filepath.EvalSymlinks(stateAbs); err == nil {
-		stateAbs = rs
-	}
+	stateAbs = resolveExisting(stateAbs)
 	if within(stateAbs, root) {
 		return nil, fmt.Errorf("workspace %s: %w: the state directory %s lies inside it (hint: keep state elsewhere with --state DIR or UNDOSH_STATE_DIR)", workspace, ErrBadWorkspace, stateAbs)
 	}
@@ -116,6 +114,22 @@ func Open(workspace string, o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// resolveExisting resolves the symlinks of the longest part of p that
+// exists, so that a state directory not made yet is still compared by
+// where it will really be.
+func resolveExisting(p string) string {
+	rest := ""
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if q == filepath.Dir(q) {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
 }
 
 func within(p, root string) bool {
@@ -135,7 +149,9 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-// init creates the store's directories and its shadow repository.
+// init creates the store's directories and its shadow repository. Its
+// files are written under the lock: another writer's clean-up of
+// temporary files must not catch them half made.
 func (s *Store) init() error {
 	for _, d := range []string{s.dir, filepath.Join(s.git, "objects", "pack"), filepath.Join(s.git, "refs", "heads")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -143,12 +159,21 @@ func (s *Store) init() error {
 		}
 	}
 	head := filepath.Join(s.git, "HEAD")
+	meta := filepath.Join(s.dir, "workspace.json")
+	_, errHead := os.Stat(head)
+	_, errMeta := os.Stat(meta)
+	if errHead == nil && errMeta == nil {
+		return nil
+	}
+	return s.locked(true, func() error { return s.initLocked(head, meta) })
+}
+
+func (s *Store) initLocked(head, meta string) error {
 	if _, err := os.Stat(head); errors.Is(err, os.ErrNotExist) {
 		if err := writeFileAtomic(head, []byte("ref: "+headRef+"\n")); err != nil {
 			return err
 		}
 	}
-	meta := filepath.Join(s.dir, "workspace.json")
 	if _, err := os.Stat(meta); errors.Is(err, os.ErrNotExist) {
 		data, _ := json.Marshal(map[string]string{"workspace": s.root})
 		if err := writeFileAtomic(meta, data); err != nil {
