@@ -357,6 +357,14 @@ func (s *Store) resolve(ref string) (plumbing.Hash, error) {
 	}
 	stop := s.boundary()
 	st := s.objects()
+	if back < 0 && len(ref) == 40 && plumbing.IsHash(ref) {
+		// A whole id needs no walk: gc removes dropped checkpoints.
+		h := plumbing.NewHash(ref)
+		if _, err := object.GetCommit(st, h); err == nil {
+			return h, nil
+		}
+		return plumbing.ZeroHash, fmt.Errorf("%q: %w", ref, ErrNotFound)
+	}
 	var found []plumbing.Hash
 	i := 0
 	for h := head; !h.IsZero(); i++ {
