@@ -334,7 +334,7 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then
 			// itself goes only if nothing left out remains in it.
 			if err := os.Remove(abs(ch.Path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-					res.Kept = append(res.Kept, ch.Path)
+					keep(ch.Path)
 					continue
 				}
 				return fmt.Errorf("restore: remove directory %s: %w", ch.Path, err)
