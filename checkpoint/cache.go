@@ -142,32 +142,34 @@ func decodeCache(data []byte) (*statCache, error) {
 	return c, nil
 }
 
-// encode writes the cache. Paths longer than 65535 bytes (deeper than
-// anything the kernel resolves in one go) are not cached: they are hashed
-// each time.
-func (c *statCache) encode() []byte {
-	for p := range c.files {
-		if len(p) > 0xffff {
-			delete(c.files, p)
+// encodeScan writes the cache of what a scan found, straight from the
+// scan: building a map first would double the cost. Paths longer than
+// 65535 bytes are not cached: they are hashed each time.
+func encodeScan(sc *scan, head, tree, left plumbing.Hash) []byte {
+	nf, nd := 0, 0
+	for _, d := range sc.dirs {
+		if d.skip || len(d.rel) > 0xffff {
+			continue
 		}
-	}
-	for p := range c.dirs {
-		if len(p) > 0xffff {
-			delete(c.dirs, p)
+		nd++
+		for _, e := range d.files {
+			if len(e.rel) <= 0xffff {
+				nf++
+			}
 		}
 	}
 	var b bytes.Buffer
-	b.Grow(len(cacheMagic) + 64 + len(c.files)*(56+2+40) + len(c.dirs)*(24+2+30))
+	b.Grow(len(cacheMagic) + 80 + nf*(56+2+48) + nd*(24+2+32))
 	b.WriteString(cacheMagic)
 	var u [8]byte
-	binary.LittleEndian.PutUint64(u[:], uint64(c.at))
+	binary.LittleEndian.PutUint64(u[:], uint64(sc.started))
 	b.Write(u[:])
-	b.Write(c.head[:])
-	b.Write(c.tree[:])
-	b.Write(c.left[:])
-	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.files)))
+	b.Write(head[:])
+	b.Write(tree[:])
+	b.Write(left[:])
+	binary.LittleEndian.PutUint32(u[:4], uint32(nf))
 	b.Write(u[:4])
-	binary.LittleEndian.PutUint32(u[:4], uint32(len(c.dirs)))
+	binary.LittleEndian.PutUint32(u[:4], uint32(nd))
 	b.Write(u[:4])
 	str := func(s string) {
 		var l [2]byte
@@ -176,22 +178,33 @@ func (c *statCache) encode() []byte {
 		b.WriteString(s)
 	}
 	var e [56]byte
-	for p, f := range c.files {
-		str(p)
-		binary.LittleEndian.PutUint32(e[0:], f.mode)
-		binary.LittleEndian.PutUint64(e[4:], uint64(f.size))
-		binary.LittleEndian.PutUint64(e[12:], uint64(f.mtime))
-		binary.LittleEndian.PutUint64(e[20:], uint64(f.ctime))
-		binary.LittleEndian.PutUint64(e[28:], f.ino)
-		copy(e[36:], f.hash[:])
-		b.Write(e[:])
+	for _, d := range sc.dirs {
+		if d.skip || len(d.rel) > 0xffff {
+			continue
+		}
+		for _, f := range d.files {
+			if len(f.rel) > 0xffff {
+				continue
+			}
+			str(f.rel)
+			binary.LittleEndian.PutUint32(e[0:], f.st.mode)
+			binary.LittleEndian.PutUint64(e[4:], uint64(f.st.size))
+			binary.LittleEndian.PutUint64(e[12:], uint64(f.st.mtime))
+			binary.LittleEndian.PutUint64(e[20:], uint64(f.st.ctime))
+			binary.LittleEndian.PutUint64(e[28:], f.st.ino)
+			copy(e[36:], f.hash[:])
+			b.Write(e[:])
+		}
 	}
-	var d [24]byte
-	for p, dir := range c.dirs {
-		str(p)
-		copy(d[:20], dir.hash[:])
-		binary.LittleEndian.PutUint32(d[20:], dir.n)
-		b.Write(d[:])
+	var dd [24]byte
+	for _, d := range sc.dirs {
+		if d.skip || len(d.rel) > 0xffff {
+			continue
+		}
+		str(d.rel)
+		copy(dd[:20], d.tree[:])
+		binary.LittleEndian.PutUint32(dd[20:], uint32(d.n))
+		b.Write(dd[:])
 	}
 	binary.LittleEndian.PutUint32(u[:4], crc32.Checksum(b.Bytes(), castagnoli))
 	b.Write(u[:4])

@@ -158,9 +158,7 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 }
 
 func (s *Store) saveCache(sc *scan, head, tree, left plumbing.Hash) error {
-	c := newCache(sc)
-	c.head, c.tree, c.left = head, tree, left
-	if err := writeFile(s.cachePath(), c.encode(), false); err != nil {
+	if err := writeFile(s.cachePath(), encodeScan(sc, head, tree, left), false); err != nil {
 		// The cache only saves time: losing it is not an error.
 		s.log.Debug("stat cache not saved", "err", err)
 	}

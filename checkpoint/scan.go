@@ -137,7 +137,10 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 	if d.rel != "" {
 		full = s.root + "/" + d.rel
 	}
-	f, err := os.Open(full)
+	// Raw open and getdents: os.Open registers every directory with the
+	// poller and allocates a File, which a walk of thousands of
+	// directories pays for in syscalls.
+	fd, err := unix.Open(full, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if d.rel == "" {
 			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
@@ -145,8 +148,8 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		d.skip = true
 		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable", Dir: true}}, nil
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	defer unix.Close(fd)
+	names, err := readDirNames(fd)
 	if err != nil {
 		if d.rel == "" {
 			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
@@ -155,7 +158,6 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable", Dir: true}}, nil
 	}
 	sort.Strings(names)
-	fd := int(f.Fd())
 	var subs []*dirScan
 	var left []LeftOut
 	for _, name := range names {
@@ -218,6 +220,29 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		d.files = append(d.files, e)
 	}
 	return subs, left, nil
+}
+
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// readDirNames lists a directory open as fd, without . and ..
+func readDirNames(fd int) ([]string, error) {
+	bp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bp)
+	buf := *bp
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 // excluded reports whether the options leave rel out.
@@ -416,17 +441,3 @@ func encodeTree(entries []object.TreeEntry) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// newCache records what this scan found, for the next walk.
-func newCache(sc *scan) *statCache {
-	c := &statCache{at: sc.started, files: make(map[string]cachedFile, sc.files), dirs: make(map[string]cachedDir, len(sc.dirs))}
-	for _, d := range sc.dirs {
-		if d.skip {
-			continue
-		}
-		c.dirs[d.rel] = cachedDir{hash: d.tree, n: uint32(d.n)}
-		for _, e := range d.files {
-			c.files[e.rel] = cachedFile{fileStat: e.st, hash: e.hash}
-		}
-	}
-	return c
-}
