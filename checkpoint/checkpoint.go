@@ -11,12 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // Result says what a checkpoint did.
@@ -254,12 +251,6 @@ func readAll(o plumbing.EncodedObject) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-// objects opens the shadow repository's objects for reading. It is opened
-// afresh each time so that it sees packs written since.
-func (s *Store) objects() *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(s.git), cache.NewObjectLRU(32<<20), filesystem.Options{})
-}
-
 func (s *Store) commit(h plumbing.Hash) (*object.Commit, error) {
 	return object.GetCommit(s.objects(), h)
 }
@@ -334,7 +325,7 @@ func (s *Store) boundary() plumbing.Hash {
 
 // resolve finds a checkpoint by id prefix, or by "~N" (N back from the
 // newest, ~0 being the newest).
-func (s *Store) resolve(ref string) (plumbing.Hash, error) {
+func (s *Store) resolve(st storer.EncodedObjectStorer, ref string) (plumbing.Hash, error) {
 	head, err := s.head()
 	if err != nil {
 		return plumbing.ZeroHash, err
@@ -353,8 +344,10 @@ func (s *Store) resolve(ref string) (plumbing.Hash, error) {
 	} else if len(ref) < 4 || strings.Trim(strings.ToLower(ref), "0123456789abcdef") != "" {
 		return plumbing.ZeroHash, fmt.Errorf("%q: %w (use an id of at least 4 hex digits, or ~N)", ref, ErrNotFound)
 	}
+	if back == 0 {
+		return head, nil
+	}
 	stop := s.boundary()
-	st := s.objects()
 	if back < 0 && len(ref) == 40 && plumbing.IsHash(ref) {
 		// A whole id needs no walk: gc removes dropped checkpoints.
 		h := plumbing.NewHash(ref)

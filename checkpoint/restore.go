@@ -158,17 +158,17 @@ func diff(rel string, ta, tb plumbing.Hash, a, b side, out *[]Change) error {
 func (s *Store) Diff(a, b string) ([]Change, error) {
 	var out []Change
 	err := s.locked(false, func() error {
-		ha, err := s.resolve(a)
+		st := s.objects()
+		ha, err := s.resolve(st, a)
 		if err != nil {
 			return err
 		}
-		st := s.objects()
 		ca, err := object.GetCommit(st, ha)
 		if err != nil {
 			return fmt.Errorf("read checkpoint %s: %w", short(ha), err)
 		}
 		if b != "" {
-			hb, err := s.resolve(b)
+			hb, err := s.resolve(st, b)
 			if err != nil {
 				return err
 			}
@@ -221,7 +221,10 @@ type RestoreResult struct {
 func (s *Store) Restore(id string) (RestoreResult, error) {
 	var res RestoreResult
 	err := s.locked(true, func() error {
-		target, err := s.resolve(id)
+		// One view of the objects serves the whole restore: what it reads
+		// is the target's, which the checkpoint below does not add to.
+		st := s.objects()
+		target, err := s.resolve(st, id)
 		if err != nil {
 			return err
 		}
@@ -230,7 +233,6 @@ func (s *Store) Restore(id string) (RestoreResult, error) {
 			return fmt.Errorf("checkpoint before restore: %w", err)
 		}
 		res.Before, res.Target = before.ID, target.String()
-		st := s.objects()
 		c, err := object.GetCommit(st, target)
 		if err != nil {
 			return fmt.Errorf("read checkpoint %s: %w", short(target), err)
