@@ -440,4 +440,3 @@ func encodeTree(entries []object.TreeEntry) ([]byte, error) {
 	}
 	return []byte(b.String()), nil
 }
-

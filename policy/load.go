@@ -388,26 +388,19 @@ func (r *reader) entries(n ast.Node) []ast.Node {
 
 // list returns a sequence of scalars; a single scalar is a list of one.
 func (r *reader) list(n ast.Node, what string) []string {
-	n = r.unwrap(n)
-	switch x := n.(type) {
-	case *ast.SequenceNode:
-		out := make([]string, 0, len(x.Values))
-		for _, v := range x.Values {
-			s, ok := r.scalar(v, what+" entries")
-			if !ok {
-				return nil
-			}
-			out = append(out, s)
+	if _, ok := r.unwrap(n).(*ast.SequenceNode); ok {
+		what += " entries"
+	}
+	ents := r.entries(n)
+	out := make([]string, 0, len(ents))
+	for _, v := range ents {
+		s, ok := r.scalar(v, what)
+		if !ok {
+			return nil
 		}
-		return out
-	case nil, *ast.NullNode:
-		return []string{}
+		out = append(out, s)
 	}
-	s, ok := r.scalar(n, what)
-	if !ok {
-		return nil
-	}
-	return []string{s}
+	return out
 }
 
 func (r *reader) seq(n ast.Node, what string) []ast.Node {
