@@ -530,7 +530,7 @@ func (w *walker) perl(s *syntax.Stmt, c *Command) {
 	if reason := perlDanger(strings.Join(code, "\n")); reason != "" {
 		w.unknownAt(c.Pos, "perl code "+reason, strings.Join(code, "; "))
 	}
-	c.Network = codeNetwork().MatchString(strings.Join(code, "\n"))
+	c.Network = usesNetwork(strings.Join(code, "\n"))
 	if inPlace {
 		for _, f := range files {
 			c.Writes = append(c.Writes, w.resolveAt(c, f))
@@ -547,9 +547,51 @@ func perlDanger(code string) string {
 	return ""
 }
 
-// codeNetwork finds the modules and calls that reach the network in
-// python, node, perl and ruby code.
-var codeNetwork = lazyRE(`\b(requests|urllib\w*|http\.client|httpx|aiohttp|socket|smtplib|ftplib|poplib|imaplib|paramiko|boto3|botocore|telnetlib|urlopen|websockets?|grpc|xmlrpc|pycurl|https?|net|dgram|tls|fetch|axios|undici|got|WebSocket|LWP|IO::Socket|HTTP::Tiny|Net::\w+|open-uri|Mechanize)\b|https?://`)
+// networkWords are the modules and calls that reach the network in
+// python, node, perl and ruby code (perl's IO::Socket and Net::HTTP and
+// ruby's open-uri are matched by their parts).
+var networkWords = map[string]bool{
+	"requests": true, "urllib": true, "urllib2": true, "urllib3": true, "httpx": true, "aiohttp": true,
+	"socket": true, "smtplib": true, "ftplib": true, "poplib": true, "imaplib": true, "paramiko": true,
+	"boto3": true, "botocore": true, "telnetlib": true, "urlopen": true, "websocket": true,
+	"websockets": true, "grpc": true, "xmlrpc": true, "pycurl": true, "http": true, "https": true,
+	"net": true, "dgram": true, "tls": true, "fetch": true, "axios": true,
+	"undici": true, "got": true, "WebSocket": true, "LWP": true, "Socket": true, "HTTP": true,
+	"Net": true, "uri": true, "Mechanize": true,
+}
+
+// usesNetwork reports whether code names a network module or a URL.
+func usesNetwork(code string) bool {
+	if strings.Contains(code, "://") {
+		return true
+	}
+	found := false
+	eachIdent(code, func(id string) bool {
+		found = networkWords[id]
+		return !found
+	})
+	return found
+}
+
+// eachIdent calls fn with every identifier-like word of code, in order,
+// until fn returns false. It is much cheaper than a regular expression.
+func eachIdent(code string, fn func(string) bool) {
+	for i := 0; i < len(code); {
+		c := code[i]
+		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			j := i + 1
+			for j < len(code) && (code[j] == '_' || code[j] >= 'a' && code[j] <= 'z' || code[j] >= 'A' && code[j] <= 'Z' || code[j] >= '0' && code[j] <= '9') {
+				j++
+			}
+			if !fn(code[i:j]) {
+				return
+			}
+			i = j
+			continue
+		}
+		i++
+	}
+}
 
 // interpreterCode marks -e style code of interpreters we do not analyse.
 func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
@@ -557,7 +599,7 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 		for _, f := range flags {
 			if a.Value == f || strings.HasPrefix(a.Value, f) && len(f) == 2 {
 				w.unknownAt(c.Pos, c.Argv[0].Value+" "+f+" runs code the parser cannot analyse", c.Text)
-				if i+2 < len(c.Argv) && codeNetwork().MatchString(c.Argv[i+2].Value+a.Value) {
+				if i+2 < len(c.Argv) && usesNetwork(c.Argv[i+2].Value+" "+a.Value) {
 					c.Network = true
 				}
 				return
@@ -572,7 +614,6 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 }
 
 var (
-	pyIdent   = lazyRE(`[A-Za-z_][A-Za-z0-9_]*`)
 	pyImport  = lazyRE(`\b(?:from\s+([A-Za-z_][\w.]*)\s+import|import\s+([A-Za-z_][\w.]*(?:\s*(?:as\s+\w+)?\s*,\s*[A-Za-z_][\w.]*)*))`)
 	pyOsAttr  = lazyRE(`\bos\.([A-Za-z_]+)`)
 	pyModeStr = lazyRE(`['"][rbt]*[wax+][rbtwax+]*['"]`)
@@ -631,10 +672,15 @@ func pyDanger(code string) string {
 			}
 		}
 	}
-	for _, id := range pyIdent().FindAllString(clean, -1) {
+	risky := ""
+	eachIdent(clean, func(id string) bool {
 		if pyRisky[id] {
-			return "uses " + id
+			risky = id
 		}
+		return risky == ""
+	})
+	if risky != "" {
+		return "uses " + risky
 	}
 	if strings.Contains(clean, "open(") && (pyModeStr().MatchString(clean) || strings.Contains(clean, "mode=")) {
 		return "opens a file for writing"
@@ -681,7 +727,7 @@ func (w *walker) python(s *syntax.Stmt, c *Command) {
 			if reason := pyDanger(code); reason != "" {
 				w.unknownAt(c.Pos, "python code "+reason, code)
 			}
-			c.Network = codeNetwork().MatchString(code)
+			c.Network = usesNetwork(code)
 			return
 		case v == "-m" || strings.HasPrefix(v, "-m") && len(v) > 2:
 			mod := strings.TrimPrefix(v, "-m")
@@ -731,7 +777,7 @@ func (w *walker) pythonStdin(s *syntax.Stmt, c *Command) {
 	if reason := pyDanger(text); reason != "" {
 		w.unknownAt(c.Pos, "python code "+reason, text)
 	}
-	c.Network = codeNetwork().MatchString(text)
+	c.Network = usesNetwork(text)
 }
 
 var (
@@ -784,7 +830,7 @@ func (w *walker) node(s *syntax.Stmt, c *Command) {
 			if reason := nodeDanger(args[i+1].Value); reason != "" {
 				w.unknownAt(c.Pos, "node code "+reason, args[i+1].Value)
 			}
-			c.Network = codeNetwork().MatchString(args[i+1].Value)
+			c.Network = usesNetwork(args[i+1].Value)
 			return
 		case v == "--version" || v == "-v" || v == "--help" || v == "-h" || v == "--v8-options":
 			return
@@ -806,5 +852,5 @@ func (w *walker) node(s *syntax.Stmt, c *Command) {
 	if reason := nodeDanger(text); reason != "" {
 		w.unknownAt(c.Pos, "node code "+reason, text)
 	}
-	c.Network = codeNetwork().MatchString(text)
+	c.Network = usesNetwork(text)
 }
