@@ -319,10 +319,11 @@ func (s *Store) hashFiles(sc *scan, out sink, progress *progress) error {
 	sc.files -= len(unreadable)
 	for _, bad := range unreadable {
 		sc.leftOut = append(sc.leftOut, LeftOut{Path: bad.rel, Reason: "unreadable"})
-		d := sc.dirs[path.Dir(bad.rel)]
-		if path.Dir(bad.rel) == "." {
-			d = sc.dirs[""]
+		dir := path.Dir(bad.rel)
+		if dir == "." {
+			dir = ""
 		}
+		d := sc.dirs[dir]
 		for i, e := range d.files {
 			if e == bad {
 				d.files = append(d.files[:i], d.files[i+1:]...)

@@ -513,7 +513,9 @@ func (w *walker) pip(c *Command) {
 		"--wheel-dir", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
 		"--platform", "--python-version", "--implementation", "--abi", "--src", "--upgrade-strategy",
 		"--progress-bar", "--report", "--config-settings", "-C", "--global-option", "-e", "--editable"}
-	c.Sub = subcommandIndex("pip", c.Argv)
+	// program found a subcommand without knowing pip's value options:
+	// find it again, skipping their values.
+	c.Sub = 0
 	for i := 1; i < len(c.Argv); i++ {
 		v := c.Argv[i].Value
 		if strings.HasPrefix(v, "-") {

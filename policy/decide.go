@@ -198,7 +198,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 			Text: "calls the function " + name + " (its body is classified)"})
 	default:
 		var definite *Rule
-		matched, definite = p.rules(c, ctx)
+		matched, definite = p.rules(c)
 		for _, r := range matched {
 			cls = max(cls, r.Class)
 			out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: text, Class: r.Class,
@@ -261,7 +261,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 
 // rules returns every rule that may match c, in order, up to and including
 // the first that surely matches, which is also returned.
-func (p *Policy) rules(c *Command, ctx Context) ([]*Rule, *Rule) {
+func (p *Policy) rules(c *Command) ([]*Rule, *Rule) {
 	var out []*Rule
 	for _, i := range p.candidates(path.Base(c.Argv[0].Value)) {
 		r := &p.Rules[i]
