@@ -66,15 +66,30 @@ type Context struct {
 
 // Decision is what the policy says about one step.
 type Decision struct {
-	Class     Class    `json:"class"`
-	Egress    bool     `json:"egress"`
-	Verdict   Verdict  `json:"verdict"`
-	Condition string   `json:"condition,omitempty"`
+	Class     Class   `json:"class"`
+	Egress    bool    `json:"egress"`
+	Verdict   Verdict `json:"verdict"`
+	Condition string  `json:"condition,omitempty"`
+	// Checks say what undosh verifies at run time before a constrained
+	// step runs.
+	Checks    Checks   `json:"checks,omitzero"`
 	Rollback  string   `json:"rollback"`
 	Verify    string   `json:"verify,omitempty"`
 	Roots     []string `json:"roots"`
 	Reasons   []Reason `json:"reasons"`
 	SyntaxErr string   `json:"syntax_error,omitempty"`
+}
+
+// Checks are the run-time conditions of a constrained step.
+type Checks struct {
+	// Branch: the step pushes the current branch of Cwd (or HEAD), which
+	// must not be one of the protected branches.
+	Branch bool   `json:"branch,omitempty"`
+	Cwd    string `json:"cwd,omitempty"`
+	// Verify: verify must pass before the step runs. A constraint undosh
+	// cannot check by itself (a sentence in a user's rule) is met only by
+	// a passing verify.
+	Verify bool `json:"verify,omitempty"`
 }
 
 // Reason is one thing that contributed to a decision.
@@ -136,7 +151,12 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 			if r.Verdict != Constrain {
 				continue
 			}
-			cond, verdict := p.constraint(r, c)
+			cond, verdict, checks := p.constraint(r, c)
+			if checks.Branch {
+				d.Checks.Branch = true
+				d.Checks.Cwd = c.Cwd
+			}
+			d.Checks.Verify = d.Checks.Verify || checks.Verify
 			if verdict == Deny {
 				add(Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: cond, Class: None,
 					Egress: r.Egress, Verdict: Deny, Message: r.Message})
@@ -379,9 +399,9 @@ func (p *Policy) trusted(name string) bool {
 
 // constraint evaluates a constrained rule for c: the condition under which
 // it may run, or Deny when it never may.
-func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict) {
+func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict, Checks) {
 	if r.Constraint != "push" {
-		return r.Constraint, Constrain
+		return r.Constraint, Constrain, Checks{Verify: true}
 	}
 	var ops []string
 	force := false
@@ -402,41 +422,43 @@ func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict) {
 		}
 	}
 	if force && !p.Egress.AllowForcePush {
-		return "git push that forces, deletes or mirrors is refused", Deny
+		return "git push that forces, deletes or mirrors is refused", Deny, Checks{}
 	}
 	verify := ""
+	needVerify := Checks{Verify: p.Egress.PushNeedsVerify}
+	current := Checks{Branch: true, Verify: p.Egress.PushNeedsVerify}
 	if p.Egress.PushNeedsVerify {
 		verify = " and only after verify passes"
 	}
 	protected := strings.Join(p.Egress.ProtectedBranches, " or ")
 	if len(ops) <= 1 {
-		return "push only when the current branch is not " + protected + verify, Constrain
+		return "push only when the current branch is not " + protected + verify, Constrain, current
 	}
 	for _, ref := range ops[1:] {
 		if ref == "" {
-			return "push only when the branch pushed to is not " + protected + verify, Constrain
+			return "git push to a branch named only at run time is refused (name the branch literally)", Deny, Checks{}
 		}
 		if strings.HasPrefix(ref, "+") && !p.Egress.AllowForcePush {
-			return "git push of a forced refspec (" + ref + ") is refused", Deny
+			return "git push of a forced refspec (" + ref + ") is refused", Deny, Checks{}
 		}
 		dst := ref
 		if i := strings.LastIndexByte(ref, ':'); i >= 0 {
 			dst = ref[i+1:]
 			if i == 0 && !p.Egress.AllowForcePush {
-				return "git push that deletes a remote branch (" + ref + ") is refused", Deny
+				return "git push that deletes a remote branch (" + ref + ") is refused", Deny, Checks{}
 			}
 		}
 		dst = strings.TrimPrefix(dst, "refs/heads/")
 		if dst == "HEAD" || dst == "@" {
-			return "push only when the current branch is not " + protected + verify, Constrain
+			return "push only when the current branch is not " + protected + verify, Constrain, current
 		}
 		for _, b := range p.Egress.ProtectedBranches {
 			if dst == b {
-				return fmt.Sprintf("git push to the protected branch %s is refused", b), Deny
+				return fmt.Sprintf("git push to the protected branch %s is refused", b), Deny, Checks{}
 			}
 		}
 	}
-	return "push" + strings.TrimPrefix(verify, " and"), Constrain
+	return "push" + strings.TrimPrefix(verify, " and"), Constrain, needVerify
 }
 
 // isLoopback reports whether a URL or host argument names this machine.

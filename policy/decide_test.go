@@ -248,6 +248,7 @@ func TestDecide(t *testing.T) {
 		rollback  string // on-failure when ""
 		verify    string // "make check" when "" (for p)
 		syntaxErr string
+		checks    *policy.Checks // not compared when nil
 		// reasons' Text is compared only where the wanted reason has one.
 		reasons []policy.Reason
 		bug     string
@@ -817,6 +818,7 @@ func TestDecide(t *testing.T) {
 			egress:    true,
 			verdict:   policy.Constrain,
 			condition: condVerify,
+			checks:    &policy.Checks{Verify: true},
 			reasons:   []policy.Reason{push},
 		},
 		{
@@ -844,16 +846,17 @@ func TestDecide(t *testing.T) {
 			egress:    true,
 			verdict:   policy.Constrain,
 			condition: condCurrent,
+			checks:    &policy.Checks{Branch: true, Verify: true},
 			reasons:   []policy.Reason{push},
 		},
 		{
-			name:      "push to a dynamic branch is constrained on the branch pushed to",
-			in:        one(sub("1:1", "git push origin $BRANCH", 1)),
-			class:     policy.Git,
-			egress:    true,
-			verdict:   policy.Constrain,
-			condition: "push only when the branch pushed to is not main or master and only after verify passes",
-			reasons:   []policy.Reason{push},
+			name:    "push to a dynamic branch is refused",
+			in:      one(sub("1:1", "git push origin $BRANCH", 1)),
+			class:   policy.Git,
+			egress:  true,
+			verdict: policy.Deny,
+			reasons: []policy.Reason{push, {Rule: "git-push", At: atGitPush, Pos: "1:1", Egress: true, Verdict: policy.Deny,
+				Text: "git push to a branch named only at run time is refused (name the branch literally)", Message: push.Message}},
 		},
 		{
 			name:      "force push allowed, protected branches and verify from the policy",
@@ -988,6 +991,11 @@ func TestDecide(t *testing.T) {
 				want.Verify = tt.verify
 			}
 			got := pol.Decide(tt.in, c)
+			if tt.checks != nil {
+				want.Checks = *tt.checks
+			} else {
+				got.Checks = policy.Checks{}
+			}
 			// Compare texts only where the test names them.
 			if len(got.Reasons) == len(want.Reasons) {
 				for i := range got.Reasons {

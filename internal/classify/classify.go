@@ -33,6 +33,13 @@ type Options struct {
 	NoScripts bool
 	// POSIX parses as sh rather than bash.
 	POSIX bool
+	// BashRejects says the real shell also rejects the syntax error the
+	// parser finds: nothing after it runs, so only what comes before it
+	// is classified.
+	BashRejects bool
+	// Unseen, when not "", says why the step's text cannot be read (a
+	// script too large to parse): the step is unknown code.
+	Unseen string
 }
 
 // Result is a decision and the facts behind it.
@@ -48,11 +55,18 @@ func Decide(src string, o Options) Result {
 		read = ReadScript
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX})
+	if o.BashRejects {
+		facts.Err = nil
+	}
 	roots := o.Roots
 	if roots == nil {
 		roots = WorkspaceRoots(o.Cwd, o.Env["HOME"])
 	}
-	d := o.Policy.Decide(Input(facts), policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]})
+	in := Input(facts)
+	if o.Unseen != "" {
+		in.Unknown = append(in.Unknown, policy.Unknown{Pos: "1:1", Reason: o.Unseen})
+	}
+	d := o.Policy.Decide(in, policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]})
 	return Result{Decision: d, Facts: facts}
 }
 

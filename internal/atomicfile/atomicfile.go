@@ -1,0 +1,57 @@
+// Package atomicfile writes files so that a crash leaves either the old
+// content or the new, never a torn file: temp file, fsync, rename, fsync
+// of the directory.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces name with data, durably.
+func Write(name string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(name)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(name)+"-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	ok = true
+	return SyncDir(dir)
+}
+
+// SyncDir makes the entries of dir durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

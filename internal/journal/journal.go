@@ -1,0 +1,354 @@
+// Package journal records undosh's steps: one JSON line per step, appended
+// with fsync to journal.jsonl in the state directory. It also numbers the
+// steps, tracks which are running (so that a step can tell whether another
+// one overlapped it), and keeps the markers of rollbacks in progress, so
+// that a rollback cut short by SIGKILL is finished by the next undosh.
+//
+// What stays true: a step id is never given twice; a record is either
+// whole in the journal or absent (a torn last line, from a crash, is
+// skipped when reading). Callers must call [Step.Finish] or
+// [Step.Abandon] for every [Journal.Begin].
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/policy"
+)
+
+// Outcomes of a step.
+const (
+	Kept       = "kept"              // ran; its changes stay
+	RolledBack = "rolled back"       // failed; its changes were undone
+	Overlapped = "kept: overlapped"  // failed, but another step ran at the same time
+	Refused    = "refused"           // the policy refused it; nothing ran
+	Failed     = "error"             // undosh could not protect it; nothing ran
+	Restored   = "restored"          // undoctl back or restore
+	Finished   = "rolled back later" // a rollback cut short, finished by the next undosh
+	Killed     = "killed"            // undosh died while the step ran; its changes stay
+)
+
+// Checkpoint is a workspace checkpointed for a step.
+type Checkpoint struct {
+	Root string `json:"root"`
+	// Before is the checkpoint taken before the step ran.
+	Before string `json:"before"`
+	// After is the state after the step, when undosh recorded it (before
+	// a rollback, or after a restore).
+	After string `json:"after,omitempty"`
+	// Restored counts the files a rollback or restore wrote or removed.
+	Restored int `json:"restored,omitempty"`
+}
+
+// Record is one step.
+type Record struct {
+	ID       int             `json:"id"`
+	Time     time.Time       `json:"time"`
+	Duration float64         `json:"duration_ms"`
+	PID      int             `json:"pid"`
+	Cwd      string          `json:"cwd"`
+	Command  string          `json:"command"`
+	Class    string          `json:"class"`
+	Egress   bool            `json:"egress,omitempty"`
+	Verdict  string          `json:"verdict"`
+	Reasons  []policy.Reason `json:"reasons,omitempty"`
+	Parent   int             `json:"parent,omitempty"` // the step this one ran inside
+	Points   []Checkpoint    `json:"checkpoints,omitempty"`
+	Exit     int             `json:"exit"`
+	Signal   string          `json:"signal,omitempty"`
+	Verify   string          `json:"verify,omitempty"`
+	VerifyOK *bool           `json:"verify_ok,omitempty"`
+	Outcome  string          `json:"outcome"`
+	Notice   string          `json:"notice,omitempty"`
+	// VerifyOutput is the end of what verify printed, when it failed.
+	VerifyOutput string `json:"verify_output,omitempty"`
+	HostOp       string `json:"host_op,omitempty"`
+}
+
+// Journal is the journal in one state directory.
+type Journal struct {
+	dir string
+}
+
+// Open opens the journal in stateDir, creating the directory.
+func Open(stateDir string) (*Journal, error) {
+	if stateDir == "" {
+		return nil, errors.New("no state directory (set UNDOSH_STATE_DIR)")
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, "active"), 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	return &Journal{dir: stateDir}, nil
+}
+
+// Path returns the journal file.
+func (j *Journal) Path() string { return filepath.Join(j.dir, "journal.jsonl") }
+
+// lock takes the journal's lock; the kernel drops it if the holder dies.
+func (j *Journal) lock() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(j.dir, "journal.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Step is a running step.
+type Step struct {
+	j  *Journal
+	ID int
+	// overlapped is set when another step was running at Begin.
+	overlapped bool
+}
+
+// Begin numbers a new step and marks it running.
+func (j *Journal) Begin() (*Step, error) {
+	unlock, err := j.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	seq, err := j.readSeq()
+	if err != nil {
+		return nil, err
+	}
+	s := &Step{j: j, ID: seq + 1}
+	if err := writeDurable(filepath.Join(j.dir, "seq"), []byte(strconv.Itoa(s.ID)+"\n")); err != nil {
+		return nil, err
+	}
+	active := filepath.Join(j.dir, "active")
+	ents, err := os.ReadDir(active)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	for _, e := range ents {
+		name := filepath.Join(active, e.Name())
+		data, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		var r running
+		if json.Unmarshal(data, &r) == nil && alive(r.Proc) {
+			s.overlapped = true
+			continue
+		}
+		// Left by an undosh that was killed while its step ran: record
+		// the step, so that undoctl back can still go before it.
+		if r.Record.ID > 0 {
+			r.Record.Outcome = Killed
+			r.Record.Exit = -1
+			if j.Append(r.Record) != nil {
+				continue // keep the mark for the next try
+			}
+		}
+		os.Remove(name)
+	}
+	if err := s.Running(Record{ID: s.ID}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// running is the content of a mark in active/.
+type running struct {
+	Proc   string `json:"proc"`
+	Record Record `json:"record"`
+}
+
+// Running records what is known of the running step s (its checkpoints
+// above all), for the journal to keep if undosh is killed before Finish.
+func (s *Step) Running(rec Record) error {
+	rec.ID = s.ID
+	data, err := json.Marshal(running{Proc: procID(os.Getpid()), Record: rec})
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(s.j.dir, "active", strconv.Itoa(s.ID))
+	if err := os.WriteFile(name+".tmp", data, 0o600); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := os.Rename(name+".tmp", name); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+func (j *Journal) readSeq() (int, error) {
+	data, err := os.ReadFile(filepath.Join(j.dir, "seq"))
+	if errors.Is(err, os.ErrNotExist) {
+		// A state directory from before numbering, or a lost counter:
+		// continue after the last recorded step.
+		recs, err := j.Read()
+		if err != nil {
+			return 0, err
+		}
+		if len(recs) > 0 {
+			return recs[len(recs)-1].ID, nil
+		}
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("journal: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, fmt.Errorf("journal: %s/seq is corrupt (%q): remove it and undosh continues after the last recorded step", j.dir, data)
+	}
+	return n, nil
+}
+
+// Overlapped reports whether another step ran at any time during s: one
+// was running when s began, or one began since.
+func (s *Step) Overlapped() bool {
+	if s.overlapped {
+		return true
+	}
+	unlock, err := s.j.lock()
+	if err != nil {
+		return true // cannot tell: keep the changes
+	}
+	defer unlock()
+	seq, err := s.j.readSeq()
+	return err != nil || seq != s.ID
+}
+
+// Finish appends rec (with s's id) and marks s done.
+func (s *Step) Finish(rec Record) error {
+	rec.ID = s.ID
+	err := s.j.Append(rec)
+	s.Abandon()
+	return err
+}
+
+// Abandon marks s done without a record.
+func (s *Step) Abandon() {
+	os.Remove(filepath.Join(s.j.dir, "active", strconv.Itoa(s.ID)))
+}
+
+// Append writes one record durably.
+func (j *Journal) Append(rec Record) error {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	line = append(line, '\n')
+	f, err := os.OpenFile(j.Path(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	// One write of one line with O_APPEND: concurrent writers never
+	// interleave within a line.
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: %w", err)
+	}
+	return f.Close()
+}
+
+// NewID numbers a record that is not a running step (a restore).
+func (j *Journal) NewID() (int, error) {
+	s, err := j.Begin()
+	if err != nil {
+		return 0, err
+	}
+	s.Abandon()
+	return s.ID, nil
+}
+
+// Read returns every whole record, oldest first.
+func (j *Journal) Read() ([]Record, error) {
+	data, err := os.ReadFile(j.Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	var recs []Record
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var r Record
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.ID > 0 {
+			recs = append(recs, r)
+		}
+	}
+	return recs, nil
+}
+
+// Find returns the record of step id.
+func (j *Journal) Find(id int) (Record, error) {
+	recs, err := j.Read()
+	if err != nil {
+		return Record{}, err
+	}
+	for _, r := range recs {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return Record{}, fmt.Errorf("no step %d in %s (undoctl log lists the steps)", id, j.Path())
+}
+
+// procID names a process so that a reused pid is not mistaken for it:
+// pid and start time.
+func procID(pid int) string {
+	return strconv.Itoa(pid) + " " + startTime(pid)
+}
+
+// startTime returns field 22 of /proc/pid/stat, or "" when pid is gone.
+func startTime(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// alive reports whether the process named by id (from procID) runs.
+func alive(id string) bool {
+	pid, st, ok := strings.Cut(id, " ")
+	n, err := strconv.Atoi(pid)
+	if !ok || err != nil {
+		return false
+	}
+	return st != "" && startTime(n) == st
+}
+
+func writeDurable(name string, data []byte) error {
+	return atomicfile.Write(name, data, 0o600)
+}

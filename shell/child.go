@@ -1,0 +1,77 @@
+package shell
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// status is how a child ended.
+type status struct {
+	code int            // exit status, or 128+n for a signal
+	sig  syscall.Signal // the signal that killed it, or 0
+}
+
+func (s status) failed() bool { return s.code != 0 }
+
+// forwarded lists the signals undosh passes on to the shell it runs:
+// every catchable signal except those the Go runtime needs (SIGURG,
+// SIGPROF), SIGCHLD, and SIGPIPE (which concerns undosh's own writes).
+func forwarded(ignored func(syscall.Signal) bool) []os.Signal {
+	var out []os.Signal
+	for s := syscall.Signal(1); s <= 64; s++ {
+		switch s {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF, syscall.SIGPIPE,
+			32, 33: // used by the C library's threads
+			continue
+		}
+		if ignored(s) {
+			continue // ignored by the caller: the child ignores it too
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// runChild runs argv[0]=path as a child in undosh's process group, with
+// files as its fds, forwarding every signal undosh receives until it ends.
+func runChild(path string, argv, env []string, files []*os.File, ignored func(syscall.Signal) bool) (status, error) {
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, forwarded(ignored)...)
+	defer signal.Stop(sigs)
+	p, err := os.StartProcess(path, argv, &os.ProcAttr{Env: env, Files: files})
+	if err != nil {
+		return status{}, err
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				forward(p, s.(syscall.Signal))
+			case <-done:
+				return
+			}
+		}
+	}()
+	st, err := p.Wait()
+	close(done)
+	if err != nil {
+		return status{}, err
+	}
+	ws := st.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return status{code: 128 + int(ws.Signal()), sig: ws.Signal()}, nil
+	}
+	return status{code: ws.ExitStatus()}, nil
+}
+
+// forward passes sig to the child. A stop request stops the child, then
+// undosh itself, as a shell's job would stop as a whole.
+func forward(p *os.Process, sig syscall.Signal) {
+	p.Signal(sig)
+	switch sig {
+	case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	}
+}

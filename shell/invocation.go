@@ -1,0 +1,146 @@
+package shell
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// Mode says where the commands of an invocation come from.
+type Mode int
+
+const (
+	// ModeCommand: -c STRING.
+	ModeCommand Mode = iota
+	// ModeScript: a script file named by the first operand.
+	ModeScript
+	// ModeStdin: commands read from standard input (-s, or no operands).
+	ModeStdin
+	// ModeNothing: nothing runs (--version, --help, -n, a bad option);
+	// the real shell prints what it prints.
+	ModeNothing
+)
+
+// Invocation is a shell's command line, read the way bash reads it.
+type Invocation struct {
+	// Argv is the command line exactly as given, argv[0] included.
+	Argv []string
+	// Personality is "bash" or "sh": the shell undosh stands in for, from
+	// the base name of argv[0].
+	Personality string
+	Login       bool
+	Interactive bool // -i
+	POSIX       bool // sh, --posix or -o posix
+	Mode        Mode
+	// Command is the -c string.
+	Command string
+	// Script is the script operand, as given.
+	Script string
+}
+
+// ParseArgs reads a bash or sh command line. It never fails: a command
+// line bash would refuse gets ModeNothing, and the real shell reports it.
+func ParseArgs(argv []string) Invocation {
+	inv := Invocation{Argv: argv, Personality: "bash", Mode: ModeStdin}
+	if len(argv) == 0 {
+		return inv
+	}
+	name := argv[0]
+	if strings.HasPrefix(name, "-") {
+		inv.Login = true
+		name = name[1:]
+	}
+	switch filepath.Base(name) {
+	case "sh", "dash", "ash":
+		inv.Personality = "sh"
+		inv.POSIX = true
+	}
+	cmd, stdin := false, false
+	args := argv[1:]
+	i := 0
+	// Multi-character options come first (bash); sh has none.
+long:
+	for ; i < len(args) && inv.Personality == "bash"; i++ {
+		switch a := args[i]; a {
+		case "--login":
+			inv.Login = true
+		case "--posix":
+			inv.POSIX = true
+		case "--noprofile", "--norc", "--noediting", "--restricted", "--verbose", "--debugger", "--protected":
+		case "--rcfile", "--init-file":
+			i++
+			if i >= len(args) {
+				inv.Mode = ModeNothing
+				return inv
+			}
+		case "--version", "--help", "--dump-strings", "--dump-po-strings":
+			inv.Mode = ModeNothing
+			return inv
+		default:
+			if strings.HasPrefix(a, "--") && a != "--" {
+				inv.Mode = ModeNothing // bash: invalid option
+				return inv
+			}
+			break long
+		}
+	}
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' && a[0] != '+' {
+			break
+		}
+		on := a[0] == '-'
+		for _, ch := range a[1:] {
+			switch ch {
+			case 'c':
+				cmd = cmd || on
+			case 's':
+				stdin = stdin || on
+			case 'i':
+				inv.Interactive = on
+			case 'l':
+				inv.Login = inv.Login || on
+			case 'n', 'D':
+				if on {
+					inv.Mode = ModeNothing
+				}
+			case 'o', 'O':
+				i++
+				if i >= len(args) {
+					// `bash -o` lists the options and runs nothing.
+					inv.Mode = ModeNothing
+					return inv
+				}
+				if ch == 'o' && args[i] == "posix" {
+					inv.POSIX = on
+				}
+			case 'a', 'b', 'e', 'f', 'h', 'k', 'm', 'p', 't', 'u', 'v', 'x', 'B', 'C', 'E', 'H', 'P', 'T', 'r':
+			default:
+				inv.Mode = ModeNothing // invalid option
+				return inv
+			}
+		}
+	}
+	if inv.Mode == ModeNothing {
+		return inv
+	}
+	ops := args[i:]
+	switch {
+	case cmd:
+		if len(ops) == 0 {
+			inv.Mode = ModeNothing // -c: option requires an argument
+			return inv
+		}
+		inv.Mode = ModeCommand
+		inv.Command = ops[0]
+	case stdin || len(ops) == 0:
+		inv.Mode = ModeStdin
+	default:
+		inv.Mode = ModeScript
+		inv.Script = ops[0]
+	}
+	return inv
+}

@@ -1,0 +1,443 @@
+package shell
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/policy"
+)
+
+// protect runs a step that is not plainly read-only.
+func (r *run) protect() int {
+	d := r.dec
+	start := time.Now()
+	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
+		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
+	out, nested := outerStep(r.e.Getenv)
+	if nested {
+		rec.Parent = out.step
+	}
+	if d.Verdict == policy.Deny {
+		why, rule := denial(d)
+		return r.refuse(rec, why+" ("+rule+")", r.denyHint(rule))
+	}
+	if nested && d.Class > out.class {
+		why := fmt.Sprintf("this command needs class %s (%s), but it runs inside a step of class %s (undosh pid %d); a nested command may not go beyond its step",
+			d.Class, firstReason(d, d.Class), out.class, out.pid)
+		return r.refuse(rec, why, "run it as a step of its own, not from inside another one")
+	}
+	if d.Verdict == policy.Constrain {
+		if why, hint, ok := r.checkConstraints(); !ok {
+			return r.refuse(rec, why, hint)
+		}
+	}
+	if nested {
+		// The outer step's checkpoint covers this one.
+		return r.e.exec(r.real, r.src)
+	}
+	if d.Class == policy.Fork {
+		if r.pol.Host.Fallback != "git" {
+			return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine is available to run it in a copy",
+				firstReason(d, policy.Fork)), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh")
+		}
+		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine is available, so only the workspace is checkpointed (policy host.fallback: git)",
+			firstReason(d, policy.Fork)))
+	}
+	return r.protectGit(rec, start)
+}
+
+// commandText is the step as the journal shows it.
+func (r *run) commandText() string {
+	switch r.inv.Mode {
+	case ModeCommand:
+		return r.inv.Command
+	case ModeScript:
+		return strings.Join(r.e.Argv, " ")
+	}
+	t := r.src.text
+	if len(t) > 4096 {
+		t = t[:4096] + "…"
+	}
+	return t
+}
+
+// denial returns the reason a denied step is refused, and its rule.
+func denial(d policy.Decision) (why, rule string) {
+	for _, rs := range d.Reasons {
+		if rs.Verdict != policy.Deny {
+			continue
+		}
+		why = rs.Text
+		if rs.Message != "" {
+			why += ": " + rs.Message
+		}
+		rule = "rule " + rs.Rule
+		if rs.At != "" {
+			rule += " at " + rs.At
+		}
+		return why, rule
+	}
+	return "the policy denies this step", "no rule named"
+}
+
+// firstReason names the first reason that gave the step class c.
+func firstReason(d policy.Decision, c policy.Class) string {
+	for _, rs := range d.Reasons {
+		if rs.Class == c {
+			s := rs.Rule
+			if rs.At != "" {
+				s += " at " + rs.At
+			}
+			if rs.Text != "" {
+				s += ": " + clip(rs.Text, 80)
+			}
+			return s
+		}
+	}
+	return "policy"
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", "\\n")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+// denyHint suggests the allowed way for a refused step.
+func (r *run) denyHint(rule string) string {
+	switch {
+	case strings.HasPrefix(rule, "rule git-push "):
+		return "push a branch that is not " + strings.Join(r.pol.Egress.ProtectedBranches, " or ") +
+			", named literally and without --force (git push origin HEAD:my-branch); undoctl explain shows every rule"
+	case strings.HasPrefix(rule, "rule network-device"):
+		return "use curl or wget for downloads; undoctl explain shows every rule"
+	}
+	return "undoctl explain '…' shows every reason; a policy rule with verdict: run allows this (see docs/policy.md)"
+}
+
+// refuse prints the refusal, journals it and returns 126.
+func (r *run) refuse(rec journal.Record, why, hint string) int {
+	r.e.say("refused: " + why)
+	if hint != "" {
+		r.e.say("hint: " + hint)
+	}
+	rec.Outcome = journal.Refused
+	rec.Exit = exit.Refused
+	rec.Duration = ms(time.Since(rec.Time))
+	if j, err := journal.Open(r.stateDir); err == nil {
+		if id, err := j.NewID(); err == nil {
+			rec.ID = id
+			_ = j.Append(rec)
+		}
+	}
+	return exit.Refused
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// checkConstraints evaluates a constrained step's conditions: the current
+// branch must not be protected, and verify must pass.
+func (r *run) checkConstraints() (why, hint string, ok bool) {
+	c := r.dec.Checks
+	if c.Branch {
+		dir := c.Cwd
+		if dir == "" {
+			dir = r.cwd
+		}
+		out, err := exec.Command("git", "-C", dir, "symbolic-ref", "--quiet", "--short", "HEAD").Output()
+		branch := strings.TrimSpace(string(out))
+		if err == nil {
+			for _, b := range r.pol.Egress.ProtectedBranches {
+				if branch == b {
+					return fmt.Sprintf("git push of the current branch %s, which the policy protects (egress.protected_branches)", b),
+						r.denyHint("rule git-push "), false
+				}
+			}
+		}
+	}
+	if c.Verify && r.dec.Verify != "" {
+		code, tail := r.verify()
+		if code != 0 {
+			msg := fmt.Sprintf("verify `%s` failed (exit %d), and this step runs only after verify passes", r.dec.Verify, code)
+			if t := lastLine(tail); t != "" {
+				msg += "; it said: " + clip(t, 120)
+			}
+			return msg, "fix what verify reports, then run the step again", false
+		}
+	}
+	return "", "", true
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// verify runs the verify command in the workspace with the real bash and
+// returns its status and the end of its output.
+func (r *run) verify() (int, []byte) {
+	dir := r.cwd
+	if len(r.dec.Roots) > 0 {
+		dir = r.dec.Roots[0]
+	}
+	cmd := exec.Command(r.real, "-c", r.dec.Verify)
+	cmd.Dir = dir
+	cmd.Env = r.e.Environ
+	var out tail
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.b
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), out.b
+		}
+		return ee.ExitCode(), out.b
+	}
+	return 127, []byte(err.Error())
+}
+
+// tail keeps the last 4 KiB written to it.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = append([]byte(nil), t.b[len(t.b)-4096:]...)
+	}
+	return len(p), nil
+}
+
+// storeOptions are the checkpoint options the policy gives.
+func (r *run) storeOptions() checkpoint.Options {
+	return checkpoint.Options{StateDir: r.stateDir, Exclude: r.pol.Exclude, MaxFileSize: r.pol.MaxFileSize, Home: r.e.Getenv("HOME")}
+}
+
+// protectGit checkpoints the workspace, runs the step, and rolls it back
+// when it fails.
+func (r *run) protectGit(rec journal.Record, start time.Time) int {
+	e := r.e
+	d := r.dec
+	if r.stateDir == "" {
+		e.errorf(errors.New("no state directory for checkpoints"), "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		return exit.Usage
+	}
+	j, err := journal.Open(r.stateDir)
+	if err != nil {
+		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		return exit.Usage
+	}
+	step, err := j.Begin()
+	if err != nil {
+		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		return exit.Usage
+	}
+	rec.ID = step.ID
+	var stores []*checkpoint.Store
+	defer func() {
+		for _, s := range stores {
+			s.Close()
+		}
+	}()
+	for _, root := range d.Roots {
+		s, err := checkpoint.Open(root, r.storeOptions())
+		if err == nil {
+			stores = append(stores, s)
+			var res checkpoint.Result
+			res, err = s.Checkpoint(fmt.Sprintf("before step %d: %s", step.ID, clip(rec.Command, 200)))
+			if err == nil {
+				rec.Points = append(rec.Points, journal.Checkpoint{Root: s.Workspace(), Before: res.ID})
+				continue
+			}
+		}
+		step.Abandon()
+		e.errorf(fmt.Errorf("cannot checkpoint %s before this step: %w", root, err),
+			"free space or repair the state directory "+r.stateDir+" (undoctl check, undoctl gc); nothing ran")
+		return exit.Usage
+	}
+	if err := step.Running(rec); err != nil {
+		step.Abandon()
+		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		return exit.Usage
+	}
+	markSupervising(d.Class)
+	env := append(append([]string(nil), e.Environ...), "UNDOSH_STEP="+strconv.Itoa(step.ID))
+	files := append([]*os.File(nil), e.Files...)
+	if r.src.stdin != nil {
+		files[0] = r.src.stdin
+	}
+	st, err := runChild(r.real, e.Argv, env, files, e.Ignored)
+	if err != nil {
+		step.Abandon()
+		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+		return 127
+	}
+	rec.Exit = st.code
+	if st.sig != 0 {
+		rec.Signal = unix.SignalName(st.sig)
+	}
+	code := st.code
+	failure := ""
+	switch {
+	case st.sig != 0:
+		failure = "failed (killed by " + unix.SignalName(st.sig) + ")"
+	case st.code != 0:
+		failure = fmt.Sprintf("failed (exit %d)", st.code)
+	case d.Verify != "" && d.Rollback == policy.RollbackOnFailure:
+		vcode, out := r.verify()
+		ok := vcode == 0
+		rec.VerifyOK = &ok
+		if !ok {
+			rec.VerifyOutput = string(out)
+			failure = fmt.Sprintf("passed, but verify `%s` failed (exit %d)", clip(d.Verify, 60), vcode)
+			code = vcode
+		}
+	}
+	rec.Outcome = journal.Kept
+	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(stores) > 0 {
+		r.rollback(j, step, stores, &rec, failure)
+	}
+	rec.Duration = ms(time.Since(start))
+	if err := step.Finish(rec); err != nil {
+		e.errorf(err, "the step ran; its record is missing from the journal")
+	}
+	if st.sig != 0 {
+		e.DieBy(st.sig)
+	}
+	return code
+}
+
+// rollback puts the workspace back before the step, unless another step
+// overlapped it, and says what it did in one line.
+func (r *run) rollback(j *journal.Journal, step *journal.Step, stores []*checkpoint.Store, rec *journal.Record, failure string) {
+	e := r.e
+	if step.Overlapped() {
+		rec.Outcome = journal.Overlapped
+		rec.Notice = fmt.Sprintf("step %d %s while another step ran, so its changes were kept; to go back: undoctl back %d", step.ID, failure, step.ID)
+		e.say(rec.Notice)
+		return
+	}
+	files := 0
+	var undo []string
+	for i, s := range stores {
+		p := &rec.Points[i]
+		done, err := j.MarkRollback(journal.Rollback{Step: step.ID, Root: p.Root, Target: p.Before})
+		if err != nil {
+			rec.Notice = fmt.Sprintf("step %d %s; the rollback could not start (%v); to go back: undoctl back %d", step.ID, failure, err, step.ID)
+			e.say(rec.Notice)
+			return
+		}
+		res, err := s.Restore(p.Before)
+		done()
+		if err != nil {
+			rec.Notice = fmt.Sprintf("step %d %s; the rollback of %s failed (%v); to go back: undoctl back %d", step.ID, failure, p.Root, err, step.ID)
+			e.say(rec.Notice)
+			return
+		}
+		p.After = res.Before
+		p.Restored = len(res.Written) + len(res.Removed)
+		files += p.Restored
+		if p.Restored > 0 {
+			undo = append(undo, "undoctl restore -C "+shellQuote(p.Root)+" "+short(res.Before))
+		}
+	}
+	rec.Outcome = journal.RolledBack
+	if files == 0 {
+		return // nothing to undo, nothing to say
+	}
+	names := make([]string, 0, len(rec.Points))
+	for _, p := range rec.Points {
+		names = append(names, short(p.Before))
+	}
+	rec.Notice = fmt.Sprintf("step %d %s: rolled back %d %s to checkpoint %s; undo the rollback with: %s",
+		step.ID, failure, files, plural(files, "file", "files"), strings.Join(names, ", "), strings.Join(undo, " && "))
+	e.say(rec.Notice)
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// shellQuote quotes s for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+:@%=,", c))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// finishRollbacks completes rollbacks that were cut short.
+func finishRollbacks(e *Env, stateDir string) {
+	j, err := journal.Open(stateDir)
+	if err != nil {
+		return
+	}
+	pending, done, err := j.Unfinished()
+	if err != nil || len(pending) == 0 {
+		return
+	}
+	pol := policyOrDefault(e)
+	for i, p := range pending {
+		s, err := checkpoint.Open(p.Root, checkpoint.Options{StateDir: stateDir, Exclude: pol.Exclude, MaxFileSize: pol.MaxFileSize, Home: e.Getenv("HOME")})
+		if err != nil {
+			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
+			continue
+		}
+		res, err := s.Restore(p.Target)
+		s.Close()
+		if err != nil {
+			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
+			continue
+		}
+		done[i]()
+		n := len(res.Written) + len(res.Removed)
+		rec := journal.Record{Time: time.Now(), PID: os.Getpid(), Cwd: p.Root, Class: policy.Git.String(), Verdict: policy.Run.String(),
+			Command: fmt.Sprintf("(finish the rollback of step %d)", p.Step), Outcome: journal.Finished, Parent: p.Step,
+			Points: []journal.Checkpoint{{Root: p.Root, Before: res.Before, After: p.Target, Restored: n}}}
+		if id, err := j.NewID(); err == nil {
+			rec.ID = id
+			_ = j.Append(rec)
+		}
+		e.say(fmt.Sprintf("finished the rollback of step %d that was cut short: restored %d %s in %s; undo with: undoctl restore -C %s %s",
+			p.Step, n, plural(n, "file", "files"), p.Root, shellQuote(p.Root), short(res.Before)))
+	}
+}
+
+// policyOrDefault loads the policy in force, or the default when it is
+// broken (finishing a rollback needs only its checkpoint settings).
+func policyOrDefault(e *Env) *policy.Policy {
+	if p, err := classify.LoadPolicy(classify.PolicyPath("", e.Getenv), ""); err == nil {
+		return p
+	}
+	return policy.Default()
+}
+

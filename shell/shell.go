@@ -1,0 +1,161 @@
+package shell
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/policy"
+)
+
+// Env is the process undosh runs in, as cmd/undosh sees it.
+type Env struct {
+	Argv    []string
+	Environ []string
+	Getenv  func(string) string
+	Stdin   *os.File
+	Stderr  io.Writer
+	// Closed reports whether a standard fd was closed when undosh started.
+	Closed func(fd int) bool
+	// Files are the standard files for a child (nil where closed).
+	Files []*os.File
+	// Exec replaces the process; it returns only on failure.
+	Exec func(path string, argv, env []string) error
+	// DieBy ends the process by a signal.
+	DieBy func(syscall.Signal)
+	// Ignored reports whether the caller ignored a signal.
+	Ignored func(syscall.Signal) bool
+	// Config is the file naming the real shells; "" means [ConfigFile].
+	Config string
+}
+
+// Main runs one invocation and returns the exit status.
+func Main(e *Env) int {
+	inv := ParseArgs(e.Argv)
+	real, err := RealShell(inv.Personality, e.Getenv, e.config())
+	if err != nil {
+		e.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
+		return exit.Usage
+	}
+	stateDir := state.Dir("", e.Getenv, os.Getuid())
+	if stateDir != "" {
+		if _, err := os.Lstat(journal.PendingDir(stateDir)); err == nil {
+			finishRollbacks(e, stateDir)
+		}
+	}
+	src, err := readSource(inv, e)
+	if err != nil {
+		e.errorf(err, "")
+		return exit.Failure
+	}
+	if src.passThrough {
+		return e.exec(real, src)
+	}
+	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir}
+	return r.main()
+}
+
+func (e *Env) config() string {
+	if e.Config != "" {
+		return e.Config
+	}
+	return ConfigFile
+}
+
+// exec replaces undosh with the real shell, with fd 0 replaced by the
+// relayed script when there is one.
+func (e *Env) exec(real string, src source) int {
+	if src.stdin != nil {
+		if err := syscall.Dup2(int(src.stdin.Fd()), 0); err != nil {
+			e.errorf(fmt.Errorf("relay standard input: %w", err), "")
+			return exit.Failure
+		}
+	}
+	err := e.Exec(real, e.Argv, e.Environ)
+	e.errorf(fmt.Errorf("exec %s: %w", real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+	return 127
+}
+
+// errorf prints `undosh: error: …` and an optional hint.
+func (e *Env) errorf(err error, hint string) {
+	if e.Closed(2) {
+		return
+	}
+	msg := "undosh: error: " + strings.ReplaceAll(err.Error(), "\n", "\nundosh: error: ") + "\n"
+	if hint != "" {
+		msg += "undosh: hint: " + hint + "\n"
+	}
+	io.WriteString(e.Stderr, msg)
+}
+
+// say prints one line of undosh's own on stderr.
+func (e *Env) say(line string) {
+	if e.Closed(2) {
+		return
+	}
+	io.WriteString(e.Stderr, "undosh: "+line+"\n")
+}
+
+// environ returns the environment as a map, for the parser.
+func environ(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := m[k]; !dup {
+				m[k] = v
+			}
+		}
+	}
+	return m
+}
+
+// run is one invocation being decided and protected.
+type run struct {
+	e        *Env
+	inv      Invocation
+	real     string
+	src      source
+	stateDir string
+	pol      *policy.Policy
+	cwd      string
+	env      map[string]string
+	dec      policy.Decision
+}
+
+func (r *run) main() int {
+	e := r.e
+	cacheDir := ""
+	if r.stateDir != "" {
+		cacheDir = r.stateDir + "/cache"
+	}
+	pol, err := classify.LoadPolicy(classify.PolicyPath("", e.Getenv), cacheDir)
+	if err != nil {
+		e.errorf(err, "fix the policy (undoctl policy check FILE explains each error); nothing ran")
+		return exit.Usage
+	}
+	r.pol = pol
+	r.cwd, err = os.Getwd()
+	if err != nil {
+		// bash runs in a removed directory too; so does the step, unjudged.
+		r.cwd = ""
+	}
+	r.env = environ(e.Environ)
+	o := classify.Options{Policy: pol, Cwd: r.cwd, Env: r.env, POSIX: r.inv.POSIX, Unseen: r.src.unseen}
+	res := classify.Decide(r.src.text, o)
+	if res.Decision.SyntaxErr != "" && r.src.unseen == "" && bashRejects(r.real, r.inv, r.src) {
+		// bash stops at the error: judge what comes before it.
+		o.BashRejects = true
+		res = classify.Decide(r.src.text, o)
+	}
+	r.dec = res.Decision
+	if r.dec.Class == policy.None && r.dec.Verdict == policy.Run {
+		return e.exec(r.real, r.src)
+	}
+	return r.protect()
+}
