@@ -12,8 +12,6 @@ type status struct {
 	sig  syscall.Signal // the signal that killed it, or 0
 }
 
-func (s status) failed() bool { return s.code != 0 }
-
 // forwarded lists the signals undosh passes on to the shell it runs:
 // every catchable signal except those the Go runtime needs (SIGURG,
 // SIGPROF), SIGCHLD, and SIGPIPE (which concerns undosh's own writes).

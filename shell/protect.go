@@ -440,4 +440,3 @@ func policyOrDefault(e *Env) *policy.Policy {
 	}
 	return policy.Default()
 }
-

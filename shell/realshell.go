@@ -2,11 +2,9 @@ package shell
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 )
 
 // ConfigFile names the real shells: lines of `bash=PATH` and `sh=PATH`,
@@ -83,9 +81,4 @@ func configured(name, personality string) string {
 		}
 	}
 	return ""
-}
-
-// isNotExist reports whether err means the file is not there.
-func isNotExist(err error) bool {
-	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // maxText is the most text undosh classifies; a longer script is unknown
@@ -190,4 +189,3 @@ func bashRejects(real string, inv Invocation, src source) bool {
 	st, err := p.Wait()
 	return err == nil && !st.Success()
 }
-
