@@ -36,6 +36,19 @@ func ParseClass(s string) (Class, bool) {
 
 func (c Class) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
 
+func (c *Class) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, ok := ParseClass(s)
+	if !ok {
+		return fmt.Errorf("unknown class %q", s)
+	}
+	*c = v
+	return nil
+}
+
 // Verdict says whether a step may run.
 type Verdict int
 
@@ -65,6 +78,19 @@ func ParseVerdict(s string) (Verdict, bool) {
 }
 
 func (v Verdict) MarshalJSON() ([]byte, error) { return json.Marshal(v.String()) }
+
+func (v *Verdict) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	x, ok := ParseVerdict(s)
+	if !ok {
+		return fmt.Errorf("unknown verdict %q", s)
+	}
+	*v = x
+	return nil
+}
 
 // Rollback modes.
 const (

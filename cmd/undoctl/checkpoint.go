@@ -68,7 +68,7 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"checkpoint": 0, "log": 0, "diff": -1, "restore": 1, "gc": 0, "check": 0, "status": 0}
+	want := map[string]int{"checkpoint": 0, "checkpoints": 0, "diff": -1, "restore": 1, "gc": 0, "check": 0, "status": 0}
 	if n := want[name]; n >= 0 && len(ops) != n || name == "diff" && (len(ops) < 1 || len(ops) > 2) {
 		return &exit.UsageError{Msg: fmt.Sprintf("%s: wrong number of arguments (see undoctl help)", name)}
 	}
@@ -94,7 +94,7 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 		if len(r.LeftOut) > 0 {
 			fmt.Fprintf(io.err, "undoctl: %d paths left out (undoctl status lists them)\n", len(r.LeftOut))
 		}
-	case "log":
+	case "checkpoints":
 		l, err := s.Log()
 		if err != nil {
 			return err

@@ -92,8 +92,16 @@ func dispatch(args []string, io stdio, getenv func(string) string) error {
 		return explain(args[1:], io, getenv)
 	case "policy":
 		return policyCmd(args[1:], io, getenv)
-	case "checkpoint", "log", "diff", "restore", "gc", "check", "status":
+	case "checkpoint", "checkpoints", "restore", "gc", "check", "status":
 		return storeCmd(args[0], args[1:], io, getenv)
+	case "diff":
+		return diffCmd(args[1:], io, getenv)
+	case "log", "show", "back":
+		return journalCmd(args[0], args[1:], io, getenv)
+	case "demo":
+		return demo(args[1:], io, getenv)
+	case "install", "uninstall", "doctor":
+		return installCmd(args[0], args[1:], io, getenv)
 	case "version", "--version":
 		fmt.Fprintf(io.out, "undoctl %s\n", version)
 		return nil

@@ -149,12 +149,18 @@ func WorkspaceRoots(cwd, home string) []string {
 
 // PolicyPath returns the policy file a caller should load: the flag, then
 // $UNDOSH_POLICY, then /etc/undosh/policy.yaml if it exists, else "" for
-// the embedded default.
+// the embedded default. "-" in the flag or the variable names the
+// embedded default.
 func PolicyPath(flag string, getenv func(string) string) string {
+	if flag == "-" {
+		return ""
+	}
 	if flag != "" {
 		return flag
 	}
-	if p := getenv("UNDOSH_POLICY"); p != "" {
+	if p := getenv("UNDOSH_POLICY"); p == "-" {
+		return ""
+	} else if p != "" {
 		return p
 	}
 	if _, err := os.Stat("/etc/undosh/policy.yaml"); err == nil {

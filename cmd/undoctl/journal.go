@@ -1,0 +1,318 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/state"
+)
+
+// openJournal opens the journal of the state directory named by --state.
+func (c *common) openJournal(getenv func(string) string) (*journal.Journal, string, error) {
+	sd := state.Dir(c.stateDir, getenv, os.Getuid())
+	if sd == "" {
+		return nil, "", &exit.UsageError{Msg: "no state directory: set --state DIR or UNDOSH_STATE_DIR"}
+	}
+	j, err := journal.Open(sd)
+	return j, sd, err
+}
+
+// stepArg reads a step number.
+func stepArg(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "#"))
+	if err != nil || n <= 0 {
+		return 0, &exit.UsageError{Msg: fmt.Sprintf("%q is not a step number (undoctl log lists them)", s)}
+	}
+	return n, nil
+}
+
+// journalCmd runs log, show and back.
+func journalCmd(name string, args []string, io stdio, getenv func(string) string) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	ops, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{"log": 0, "show": 1, "back": 1}[name]
+	if len(ops) != want {
+		return &exit.UsageError{Msg: fmt.Sprintf("%s: wrong number of arguments (see undoctl help)", name)}
+	}
+	j, sd, err := c.openJournal(getenv)
+	if err != nil {
+		return err
+	}
+	switch name {
+	case "log":
+		recs, err := j.Read()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if recs == nil {
+				recs = []journal.Record{}
+			}
+			return printJSON(io.out, recs)
+		}
+		if len(recs) == 0 {
+			fmt.Fprintf(io.err, "undoctl: no steps yet in %s\n", j.Path())
+			return nil
+		}
+		fmt.Fprintf(io.out, "%-5s %-19s %-5s %-5s %-17s %-12s %s\n", "STEP", "TIME", "CLASS", "EXIT", "OUTCOME", "CHECKPOINT", "COMMAND")
+		for _, r := range recs {
+			cp := "-"
+			if len(r.Points) > 0 {
+				cp = shortID(r.Points[0].Before)
+			}
+			ex := strconv.Itoa(r.Exit)
+			if r.Signal != "" {
+				ex = r.Signal
+			}
+			fmt.Fprintf(io.out, "%-5d %-19s %-5s %-5s %-17s %-12s %s\n", r.ID, r.Time.Local().Format("2006-01-02 15:04:05"),
+				r.Class, ex, r.Outcome, cp, oneLine(r.Command, 80))
+		}
+		return nil
+	case "show":
+		n, err := stepArg(ops[0])
+		if err != nil {
+			return err
+		}
+		r, err := j.Find(n)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(io.out, r)
+		}
+		showRecord(io, r)
+		return nil
+	}
+	n, err := stepArg(ops[0])
+	if err != nil {
+		return err
+	}
+	return back(&c, j, sd, n, io, getenv, *asJSON)
+}
+
+func showRecord(io stdio, r journal.Record) {
+	w := io.out
+	fmt.Fprintf(w, "step:      %d\n", r.ID)
+	fmt.Fprintf(w, "time:      %s (%.1f ms)\n", r.Time.Local().Format(time.RFC3339), r.Duration)
+	fmt.Fprintf(w, "cwd:       %s\n", r.Cwd)
+	fmt.Fprintf(w, "command:   %s\n", oneLine(r.Command, 2000))
+	eg := ""
+	if r.Egress {
+		eg = ", egress"
+	}
+	fmt.Fprintf(w, "class:     %s%s, verdict %s\n", r.Class, eg, r.Verdict)
+	if r.Parent != 0 {
+		fmt.Fprintf(w, "inside:    step %d\n", r.Parent)
+	}
+	ex := strconv.Itoa(r.Exit)
+	if r.Signal != "" {
+		ex += " (" + r.Signal + ")"
+	}
+	fmt.Fprintf(w, "exit:      %s\n", ex)
+	if r.Verify != "" {
+		v := "not run"
+		if r.VerifyOK != nil {
+			v = map[bool]string{true: "passed", false: "failed"}[*r.VerifyOK]
+		}
+		fmt.Fprintf(w, "verify:    %s (%s)\n", r.Verify, v)
+	}
+	fmt.Fprintf(w, "outcome:   %s\n", r.Outcome)
+	if r.Notice != "" {
+		fmt.Fprintf(w, "notice:    %s\n", r.Notice)
+	}
+	for _, p := range r.Points {
+		fmt.Fprintf(w, "workspace: %s\n  before:  %s\n", p.Root, p.Before)
+		if p.After != "" {
+			fmt.Fprintf(w, "  after:   %s (%d files restored)\n", p.After, p.Restored)
+		}
+	}
+	if len(r.Reasons) > 0 {
+		fmt.Fprintln(w, "reasons:")
+		for _, rs := range r.Reasons {
+			at := ""
+			if rs.At != "" {
+				at = " (" + rs.At + ")"
+			}
+			fmt.Fprintf(w, "  %-5s %s%s at %s: %s\n", rs.Class, rs.Rule, at, rs.Pos, oneLine(rs.Text, 200))
+		}
+	}
+	if r.VerifyOutput != "" {
+		fmt.Fprintf(w, "verify output:\n%s\n", r.VerifyOutput)
+	}
+}
+
+// back restores every workspace step n checkpointed to its state before
+// step n, after checkpointing the current state, and journals the restore.
+func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func(string) string, asJSON bool) error {
+	r, err := j.Find(n)
+	if err != nil {
+		return err
+	}
+	if len(r.Points) == 0 {
+		return fmt.Errorf("step %d took no checkpoint (outcome: %s); there is nothing to go back to", n, r.Outcome)
+	}
+	p, _, err := c.setup(getenv)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	rec := journal.Record{Time: start, PID: os.Getpid(), Command: fmt.Sprintf("undoctl back %d", n), Class: "git",
+		Verdict: "run", Outcome: journal.Restored, Parent: n}
+	rec.Cwd, _ = os.Getwd()
+	var results []checkpoint.RestoreResult
+	for _, pt := range r.Points {
+		s, err := checkpoint.Open(pt.Root, checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")})
+		if err != nil {
+			return err
+		}
+		res, err := s.Restore(pt.Before)
+		s.Close()
+		if err != nil {
+			return fmt.Errorf("restore %s to before step %d: %w", pt.Root, n, err)
+		}
+		results = append(results, res)
+		rec.Points = append(rec.Points, journal.Checkpoint{Root: pt.Root, Before: res.Before, After: pt.Before,
+			Restored: len(res.Written) + len(res.Removed)})
+		if !asJSON {
+			fmt.Fprintf(io.out, "%s: back to before step %d (checkpoint %s): %d written, %d removed\n",
+				pt.Root, n, shortID(pt.Before), len(res.Written), len(res.Removed))
+			for _, k := range res.Kept {
+				fmt.Fprintf(io.err, "undoctl: kept %s: it holds paths checkpoints leave out\n", quotePath(k))
+			}
+			fmt.Fprintf(io.err, "undoctl: to undo this: undoctl restore -C %s %s\n", pt.Root, shortID(res.Before))
+		}
+	}
+	rec.Duration = float64(time.Since(start).Microseconds()) / 1000
+	if id, err := j.NewID(); err == nil {
+		rec.ID = id
+		if err := j.Append(rec); err != nil {
+			fmt.Fprintf(io.err, "undoctl: the restore is not in the journal: %v\n", err)
+		}
+	}
+	if asJSON {
+		return printJSON(io.out, results)
+	}
+	return nil
+}
+
+// diffCmd shows what step N changed (undoctl diff N), or the paths that
+// differ between two checkpoints (undoctl diff A [B]).
+func diffCmd(args []string, io stdio, getenv func(string) string) error {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	ops, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 1 || strings.HasPrefix(ops[0], "~") {
+		return storeCmd("diff", args, io, getenv)
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(ops[0], "#"))
+	if err != nil || n <= 0 || len(ops[0]) >= 7 {
+		// A checkpoint id (hex, at least 7 characters).
+		return storeCmd("diff", args, io, getenv)
+	}
+	j, sd, err := c.openJournal(getenv)
+	if err != nil {
+		return err
+	}
+	r, err := j.Find(n)
+	if err != nil {
+		return err
+	}
+	if len(r.Points) == 0 {
+		return fmt.Errorf("step %d took no checkpoint (outcome: %s), so undosh cannot say what it changed", n, r.Outcome)
+	}
+	p, _, err := c.setup(getenv)
+	if err != nil {
+		return err
+	}
+	var all []checkpoint.Change
+	for _, pt := range r.Points {
+		s, err := checkpoint.Open(pt.Root, checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")})
+		if err != nil {
+			return err
+		}
+		after, note, err := afterStep(s, pt)
+		if err == nil {
+			var ch []checkpoint.Change
+			ch, err = s.Diff(pt.Before, after)
+			all = append(all, ch...)
+			if !*asJSON {
+				if len(r.Points) > 1 {
+					fmt.Fprintf(io.out, "%s:\n", pt.Root)
+				}
+				for _, x := range ch {
+					fmt.Fprintf(io.out, "%-11s %s\n", x.Kind, quotePath(x.Path))
+				}
+				if note != "" {
+					fmt.Fprintf(io.err, "undoctl: %s\n", note)
+				}
+			}
+		}
+		s.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		if all == nil {
+			all = []checkpoint.Change{}
+		}
+		return printJSON(io.out, all)
+	}
+	return nil
+}
+
+// afterStep names the state just after a step: the checkpoint taken when
+// it was rolled back, else the next checkpoint in the chain, else the
+// workspace as it is now ("").
+func afterStep(s *checkpoint.Store, pt journal.Checkpoint) (string, string, error) {
+	if pt.After != "" {
+		return pt.After, "", nil
+	}
+	l, err := s.Log()
+	if err != nil {
+		return "", "", err
+	}
+	for i, e := range l {
+		if e.ID == pt.Before {
+			if i > 0 {
+				return l[i-1].ID, "", nil
+			}
+			return "", "no later checkpoint: compared with the workspace as it is now", nil
+		}
+	}
+	return "", "", fmt.Errorf("checkpoint %s is gone from the store (undoctl gc drops old ones)", shortID(pt.Before))
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// oneLine shows s on one line, at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", "⏎")
+	if len([]rune(s)) > n {
+		return string([]rune(s)[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// undoshBin and undoctlBin are built once for the tests in this package:
+// undosh must run as a real process (its cgo constructor records what the
+// caller set up before the Go runtime starts).
+var undoshBin, undoctlBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "undosh-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	undoshBin = filepath.Join(dir, "undosh")
+	undoctlBin = filepath.Join(dir, "undoctl")
+	for _, b := range [][2]string{{undoshBin, "."}, {undoctlBin, "../undoctl"}} {
+		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	// Let the binaries be run by other users (tests as nobody).
+	os.Chmod(dir, 0o755)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
