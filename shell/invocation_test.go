@@ -1,0 +1,87 @@
+package shell
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		argv []string
+		want Invocation
+	}{
+		{"no arguments reads stdin", []string{"bash"}, Invocation{Personality: "bash", Mode: ModeStdin}},
+		{"-c", []string{"bash", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"-c with name and args", []string{"bash", "-c", "echo $0 $1", "n", "a"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "echo $0 $1"}},
+		{"-lc (Codex)", []string{"bash", "-lc", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
+		{"-l -c (E2B)", []string{"/bin/bash", "-l", "-c", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
+		{"-i -c (Aider)", []string{"/bin/bash", "-i", "-c", "ls"}, Invocation{Personality: "bash", Interactive: true, Mode: ModeCommand, Command: "ls"}},
+		{"login argv[0]", []string{"-bash", "-c", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
+		{"--login first", []string{"bash", "--login", "--norc", "-c", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
+		{"--rcfile takes a value", []string{"bash", "--rcfile", "-c", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"-c after other flags", []string{"bash", "-e", "-o", "pipefail", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"-c before other flags", []string{"bash", "-c", "-e", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"-o in a group takes the next word", []string{"bash", "-eo", "pipefail", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"-o posix", []string{"bash", "-o", "posix", "-c", "ls"}, Invocation{Personality: "bash", POSIX: true, Mode: ModeCommand, Command: "ls"}},
+		{"+o posix", []string{"bash", "+o", "posix", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"--posix", []string{"bash", "--posix", "-c", "ls"}, Invocation{Personality: "bash", POSIX: true, Mode: ModeCommand, Command: "ls"}},
+		{"-- ends options", []string{"bash", "--", "-x.sh", "a"}, Invocation{Personality: "bash", Mode: ModeScript, Script: "-x.sh"}},
+		{"- ends options", []string{"bash", "-", "script"}, Invocation{Personality: "bash", Mode: ModeScript, Script: "script"}},
+		{"script with args", []string{"bash", "run.sh", "-c", "x"}, Invocation{Personality: "bash", Mode: ModeScript, Script: "run.sh"}},
+		{"-s with args", []string{"bash", "-s", "a", "b"}, Invocation{Personality: "bash", Mode: ModeStdin}},
+		{"-c wins over -s", []string{"bash", "-s", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
+		{"sh", []string{"sh", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeCommand, Command: "ls"}},
+		{"/bin/sh", []string{"/bin/sh", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeCommand, Command: "ls"}},
+		{"-sh login", []string{"-sh"}, Invocation{Personality: "sh", POSIX: true, Login: true, Mode: ModeStdin}},
+		{"sh has no long options", []string{"sh", "--posix", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeNothing}},
+		{"--version", []string{"bash", "--version"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"--help", []string{"bash", "--help"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"-n runs nothing", []string{"bash", "-n", "x.sh"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"-c without its string", []string{"bash", "-c"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"-o alone lists options", []string{"bash", "-o"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"invalid option", []string{"bash", "-Z", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"invalid long option", []string{"bash", "--nope", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeNothing}},
+		{"empty argv", nil, Invocation{Personality: "bash", Mode: ModeStdin}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := ParseArgs(tt.argv)
+			got.Argv = nil
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseArgs(%q) (-want +got):\n%s", tt.argv, diff)
+			}
+		})
+	}
+}
+
+func FuzzParseArgs(f *testing.F) {
+	f.Add("bash\x00-lc\x00ls")
+	f.Add("-sh\x00-o\x00posix\x00x")
+	f.Fuzz(func(t *testing.T, s string) {
+		var argv []string
+		start := 0
+		for i := 0; i <= len(s); i++ {
+			if i == len(s) || s[i] == 0 {
+				argv = append(argv, s[start:i])
+				start = i + 1
+			}
+		}
+		inv := ParseArgs(argv)
+		if inv.Mode == ModeCommand && inv.Command == "" && !contains(argv, "") {
+			t.Errorf("ModeCommand with no command from %q", argv)
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
