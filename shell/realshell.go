@@ -31,11 +31,13 @@ func (e *ShellError) Error() string {
 
 // RealShell finds the shell undosh stands in for: $UNDOSH_REAL_BASH or
 // $UNDOSH_REAL_SH, then the configuration file, then the usual places. A
-// candidate that is undosh itself is skipped, so undosh never runs itself
-// in a loop.
-func RealShell(personality string, getenv func(string) string, config string) (string, error) {
+// candidate that is undosh itself, or one of skip (undosh's fast front), is
+// skipped, so undosh never runs itself in a loop.
+func RealShell(personality string, getenv func(string) string, config string, skip ...os.FileInfo) (string, error) {
 	var tried []string
-	self, selfErr := os.Stat("/proc/self/exe")
+	if self, err := os.Stat("/proc/self/exe"); err == nil {
+		skip = append(skip, self)
+	}
 	try := func(p string) bool {
 		if p == "" {
 			return false
@@ -45,7 +47,12 @@ func RealShell(personality string, getenv func(string) string, config string) (s
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 			return false
 		}
-		return selfErr != nil || !os.SameFile(st, self)
+		for _, s := range skip {
+			if s != nil && os.SameFile(st, s) {
+				return false
+			}
+		}
+		return true
 	}
 	env := "UNDOSH_REAL_BASH"
 	if personality == "sh" {

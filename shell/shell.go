@@ -38,7 +38,9 @@ type Env struct {
 // Main runs one invocation and returns the exit status.
 func Main(e *Env) int {
 	inv := ParseArgs(e.Argv)
-	real, err := RealShell(inv.Personality, e.Getenv, e.config())
+	var front os.FileInfo
+	e.Environ, front = takeFront(e.Environ)
+	real, err := RealShell(inv.Personality, e.Getenv, e.config(), front)
 	if err != nil {
 		e.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
 		return exit.Usage
@@ -59,6 +61,20 @@ func Main(e *Env) int {
 	}
 	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir}
 	return r.main()
+}
+
+// takeFront removes UNDOSH_FRONT, which undosh-fast sets to its own path
+// when it hands an invocation to undosh, from the environment the shell
+// will see, and returns the file it names, which must never be taken for
+// the real shell.
+func takeFront(env []string) ([]string, os.FileInfo) {
+	for i, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "UNDOSH_FRONT="); ok {
+			st, _ := os.Stat(p)
+			return append(env[:i:i], env[i+1:]...), st
+		}
+	}
+	return env, nil
 }
 
 func (e *Env) config() string {

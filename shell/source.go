@@ -36,7 +36,7 @@ func readSource(inv Invocation, e *Env) (source, error) {
 	case ModeCommand:
 		return source{text: inv.Command}, nil
 	case ModeScript:
-		return readScript(inv.Script, e)
+		return readScript(inv.Script, "", e.Getenv)
 	case ModeStdin:
 		return readStdin(inv, e)
 	}
@@ -44,11 +44,12 @@ func readSource(inv Invocation, e *Env) (source, error) {
 }
 
 // readScript reads a script operand the way bash finds it: as given, and
-// for a bare name in the working directory, then on PATH.
-func readScript(name string, e *Env) (source, error) {
+// for a bare name in the working directory, then on PATH. Relative paths
+// are taken from cwd ("" for the process's own).
+func readScript(name, cwd string, getenv func(string) string) (source, error) {
 	candidates := []string{name}
 	if !strings.Contains(name, "/") {
-		for _, dir := range filepath.SplitList(e.Getenv("PATH")) {
+		for _, dir := range filepath.SplitList(getenv("PATH")) {
 			if dir == "" {
 				dir = "."
 			}
@@ -56,6 +57,9 @@ func readScript(name string, e *Env) (source, error) {
 		}
 	}
 	for _, c := range candidates {
+		if cwd != "" && !filepath.IsAbs(c) {
+			c = filepath.Join(cwd, c)
+		}
 		st, err := os.Stat(c)
 		if err != nil || st.IsDir() && c != name {
 			continue

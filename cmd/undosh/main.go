@@ -4,16 +4,26 @@
 // fail, and steps that reach outside obey the policy. It is called exactly
 // as bash is (-c, -lc, -i, -s, a script, a script on stdin, a login argv[0])
 // or as sh.
+//
+// Started with argv[0] "undosh-classifier", it is instead the resident
+// classifier that undosh-fast (front/) asks.
 package main
 
 import (
+	"log/slog"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/undosh/undosh/internal/procstate"
+	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/shell"
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == shell.ClassifierName && len(os.Args) == 1 {
+		os.Exit(classifier())
+	}
 	procstate.Ignore()
 	os.Exit(shell.Main(&shell.Env{
 		Argv:    os.Args,
@@ -27,4 +37,34 @@ func main() {
 		DieBy:   procstate.DieBy,
 		Ignored: procstate.Ignored,
 	}))
+}
+
+// classifier serves undosh-fast until it has been idle for
+// $UNDOSH_CLASSIFIER_IDLE (default 15m).
+func classifier() int {
+	sd := state.Dir("", os.Getenv, os.Getuid())
+	if sd == "" {
+		return 2
+	}
+	o := shell.ServeOptions{StateDir: sd}
+	if d, err := time.ParseDuration(os.Getenv("UNDOSH_CLASSIFIER_IDLE")); err == nil && d > 0 {
+		o.Idle = d
+	}
+	if err := os.MkdirAll(filepath.Join(sd, "run"), 0o700); err == nil {
+		if f, err := os.OpenFile(filepath.Join(sd, "run", "classify.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+			defer f.Close()
+			level := slog.LevelInfo
+			if os.Getenv("UNDOSH_CLASSIFIER_DEBUG") != "" {
+				level = slog.LevelDebug
+			}
+			o.Logger = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level}))
+		}
+	}
+	if err := shell.Serve(o); err != nil {
+		if o.Logger != nil {
+			o.Logger.Error("classifier stopped", "err", err)
+		}
+		return 1
+	}
+	return 0
 }
