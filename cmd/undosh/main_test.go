@@ -10,8 +10,9 @@ import (
 
 // undoshBin and undoctlBin are built once for the tests in this package:
 // undosh must run as a real process (its cgo constructor records what the
-// caller set up before the Go runtime starts).
-var undoshBin, undoctlBin string
+// caller set up before the Go runtime starts). fastBin is undosh-fast, the
+// C front end, built with cc next to undosh ("" when there is no cc).
+var undoshBin, undoctlBin, fastBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "undosh-test-bin-")
@@ -25,6 +26,15 @@ func TestMain(m *testing.M) {
 		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	if cc, err := exec.LookPath("cc"); err == nil {
+		fastBin = filepath.Join(dir, "undosh-fast")
+		out, err := exec.Command(cc, "-O2", "-Wall", "-o", fastBin, "../../front/undosh-fast.c").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build undosh-fast: %v\n%s", err, out)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}

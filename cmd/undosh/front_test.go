@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// classifierFor starts the classifier of stateDir as a child of the test
+// and waits for its socket; it is killed when the test ends.
+func classifierFor(t *testing.T, stateDir string) {
+	t.Helper()
+	cmd := exec.Command(undoshBin)
+	cmd.Args[0] = "undosh-classifier"
+	cmd.Env = append(os.Environ(), "UNDOSH_STATE_DIR="+stateDir, "UNDOSH_CLASSIFIER_DEBUG=1", "UNDOSH_CLASSIFIER_IDLE=2m")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	waitForFile(t, filepath.Join(stateDir, "run", "classify.sock"))
+}
+
+// waitForFile waits until name exists: the event the test needs, with a
+// generous bound in case it never comes.
+func waitForFile(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// answers counts the classifier's answers of each kind, from its log.
+func answers(t *testing.T, stateDir string) (e, u int) {
+	t.Helper()
+	data, _ := os.ReadFile(filepath.Join(stateDir, "run", "classify.log"))
+	return strings.Count(string(data), `"verdict":"E"`), strings.Count(string(data), `"verdict":"U"`)
+}
+
+type ran struct {
+	stdout, stderr string
+	code           int
+	signaled       bool
+}
+
+func runWith(t *testing.T, bin string, dir string, env []string, argv ...string) ran {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Args = argv
+	cmd.Dir, cmd.Env = dir, env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := ran{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ws := ee.Sys().(syscall.WaitStatus)
+		r.code, r.signaled = ws.ExitStatus(), ws.Signaled()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func needFast(t *testing.T) {
+	if fastBin == "" {
+		t.Skip("undosh-fast not built: no C compiler (cc) on this machine")
+	}
+}
+
+// Through the front end, read-only steps are answered by the classifier
+// and run by the real bash exactly as bash runs them; everything else goes
+// to undosh, which protects it.
+func TestFastFrontEnd(t *testing.T) {
+	needFast(t)
+	t.Parallel()
+	state, ws := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
+	classifierFor(t, state)
+	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir())
+
+	cases := []struct {
+		name string
+		argv []string
+	}{
+		{"ls", []string{"bash", "-c", "ls"}},
+		{"positional parameters", []string{"bash", "-c", `echo "$0|$1|$2"`, "name", "a b", "c"}},
+		{"login", []string{"-bash", "-c", "shopt -q login_shell && echo login"}},
+		{"exit status", []string{"bash", "-c", "exit 7"}},
+		{"syntax error", []string{"bash", "-c", "if then"}},
+		{"version", []string{"bash", "--version"}},
+		{"environment is untouched", []string{"bash", "-c", `echo "${UNDOSH_FRONT-unset}"`}},
+		{"sh", []string{"sh", "-c", "echo $0"}},
+	}
+	for _, c := range cases {
+		want := runWith(t, "/bin/bash", ws, env, c.argv...)
+		if c.argv[0] == "sh" {
+			want = runWith(t, "/bin/sh", ws, env, c.argv...)
+		}
+		got := runWith(t, fastBin, ws, env, c.argv...)
+		if got != want {
+			t.Errorf("%s: undosh-fast gave %+v, bash %+v", c.name, got, want)
+		}
+	}
+	e, _ := answers(t, state)
+	if e < 6 {
+		t.Errorf("only %d read-only steps took the fast path", e)
+	}
+
+	// A failing step that writes goes to undosh and is rolled back.
+	got := runWith(t, fastBin, ws, env, "bash", "-c", `echo "${UNDOSH_FRONT-unset}" > a.txt; false`)
+	if got.code != 1 || !strings.Contains(got.stderr, "rolled back 1 file") {
+		t.Errorf("failing write through the front end: %+v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\n" {
+		t.Errorf("a.txt after the rollback: %q", b)
+	}
+	got = runWith(t, fastBin, ws, env, "bash", "-c", `echo "${UNDOSH_FRONT-unset}" > b.txt`)
+	if b, _ := os.ReadFile(filepath.Join(ws, "b.txt")); got.code != 0 || string(b) != "unset\n" {
+		t.Errorf("the shell saw UNDOSH_FRONT=%q (%+v)", b, got)
+	}
+	// Refusals too.
+	got = runWith(t, fastBin, ws, env, "bash", "-c", "curl -d x http://example.invalid/")
+	if got.code != 126 || !strings.HasPrefix(got.stderr, "undosh: refused: ") {
+		t.Errorf("refusal through the front end: %+v", got)
+	}
+	if _, u := answers(t, state); u < 3 {
+		t.Errorf("%d steps handed to undosh, want at least 3", u)
+	}
+}
+
+// The front end changes nothing the caller set up: ignored signals and
+// closed standard fds reach bash as they do without it.
+func TestFastFrontEndKeepsProcessState(t *testing.T) {
+	needFast(t)
+	t.Parallel()
+	state := t.TempDir()
+	classifierFor(t, state)
+	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state)
+	for _, script := range []string{
+		`trap '' TERM USR1 PIPE; exec -a bash "$0" -c 'grep -E "^Sig(Ign|Blk)" /proc/$$/status; yes | head -1; echo ${PIPESTATUS[*]}'`,
+		`exec -a bash "$0" -c 'echo hi' >&-`,
+		`exec -a bash "$0" -c 'echo hi; echo err >&2' 2>&-`,
+		`exec -a bash "$0" -c 'read x; echo "read: $?"' <&-`,
+		`ulimit -Sn 512; umask 027; exec -a bash "$0" -c 'ulimit -Sn; umask'`,
+	} {
+		// $0 is the program the launcher execs: bash, or the front end.
+		want := runWith(t, "/bin/bash", "/", env, "bash", "-c", script, "/bin/bash")
+		got := runWith(t, "/bin/bash", "/", env, "bash", "-c", script, fastBin)
+		if got != want {
+			t.Errorf("%s:\nundosh-fast: %+v\nbash:        %+v", script, got, want)
+		}
+	}
+}
+
+// With no classifier, the front end hands the step to undosh and starts
+// one for the next invocations.
+func TestFastFrontEndStartsTheClassifier(t *testing.T) {
+	needFast(t)
+	t.Parallel()
+	state := t.TempDir()
+	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "UNDOSH_CLASSIFIER_IDLE=1m")
+	got := runWith(t, fastBin, "/", env, "bash", "-c", "echo first")
+	if got.stdout != "first\n" || got.code != 0 {
+		t.Fatalf("first call: %+v", got)
+	}
+	pidFile := filepath.Join(state, "run", "classify.pid")
+	waitForFile(t, pidFile)
+	waitForFile(t, filepath.Join(state, "run", "classify.sock"))
+	data, _ := os.ReadFile(pidFile)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.HasPrefix(string(comm), "undosh-classifier") {
+		t.Errorf("pid file names %q, not the classifier", comm)
+	}
+	got = runWith(t, fastBin, "/", env, "bash", "-c", "echo second")
+	if got.stdout != "second\n" {
+		t.Errorf("second call: %+v", got)
+	}
+	// A second classifier for the same state directory gives way.
+	cmd := exec.Command(undoshBin)
+	cmd.Args[0] = "undosh-classifier"
+	cmd.Env = env
+	if err := cmd.Run(); err != nil {
+		t.Errorf("second classifier: %v", err)
+	}
+}
+
+// The front end never runs itself in a loop, even when told that it is
+// the real shell.
+func TestFastFrontEndNeverLoops(t *testing.T) {
+	needFast(t)
+	t.Parallel()
+	state := t.TempDir()
+	classifierFor(t, state)
+	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "UNDOSH_REAL_BASH="+fastBin)
+	got := runWith(t, fastBin, "/", env, "bash", "-c", "echo ok")
+	if got.stdout != "ok\n" || got.code != 0 {
+		t.Errorf("with UNDOSH_REAL_BASH naming the front end: %+v", got)
+	}
+}
