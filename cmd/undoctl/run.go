@@ -24,16 +24,28 @@ type stdio struct {
 
 const usage = `usage: undoctl COMMAND [flags]
 
-commands:
+steps (the journal of what undosh ran):
+  log                  list the steps: id, time, class, exit, outcome,
+                       checkpoint, command
+  show N               everything about step N
+  diff N               what step N changed
+  back N               put the workspace back as it was before step N; the
+                       current state is checkpointed first
+  demo [--keep]        run the seed's story through undosh in a throwaway
+                       git project
+
+policy:
   explain [--json] [--policy FILE] [-C DIR] 'CMD'
                        how undosh would protect CMD, with every reason
   explain --json-lines read one JSON-encoded command per line on stdin,
                        write one JSON decision per line
   policy check FILE    validate a policy file and run its examples
   policy default       print the embedded default policy
+
+checkpoints:
   checkpoint [-m MSG]  checkpoint the workspace; prints the id (the existing
                        one when nothing changed)
-  log                  list the checkpoints, newest first (~0, ~1, …)
+  checkpoints          list the checkpoints, newest first (~0, ~1, …)
   diff A [B]           paths changed from checkpoint A to B, or to now
   restore ID           put the workspace back as it was at ID (ID or ~N);
                        the current state is checkpointed first
@@ -41,6 +53,15 @@ commands:
                        drop old checkpoints and unused objects
   check                verify the store
   status               the workspace, the store, and what is left out
+
+installation:
+  install [--user NAME] [--sh] [--root DIR]
+                       make undosh the agent's bash (and login shell, and sh)
+  uninstall [--root DIR]
+                       put everything back
+  doctor [--root DIR]  what is installed, the policy in force, the state
+                       directory, and what undosh will do with a command
+
   version              print the version
 
 common flags (and --json for commands whose output is data):
@@ -48,7 +69,8 @@ common flags (and --json for commands whose output is data):
   --state DIR          the state directory (default: $UNDOSH_STATE_DIR,
                        /var/lib/undosh for root, ~/.local/state/undosh)
   --policy FILE        the policy (default: $UNDOSH_POLICY, then
-                       /etc/undosh/policy.yaml, then the embedded default)
+                       /etc/undosh/policy.yaml, then the embedded default;
+                       - names the embedded default)
 `
 
 // version is set by the build.
