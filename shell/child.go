@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // status is how a child ended.
@@ -41,12 +43,13 @@ func runChild(path string, argv, env []string, files []*os.File, ignored func(sy
 	if err != nil {
 		return status{}, err
 	}
+	fromTerminal := foreground(files)
 	done := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case s := <-sigs:
-				forward(p, s.(syscall.Signal))
+				forward(p, s.(syscall.Signal), fromTerminal)
 			case <-done:
 				return
 			}
@@ -65,11 +68,36 @@ func runChild(path string, argv, env []string, files []*os.File, ignored func(sy
 }
 
 // forward passes sig to the child. A stop request stops the child, then
-// undosh itself, as a shell's job would stop as a whole.
-func forward(p *os.Process, sig syscall.Signal) {
-	p.Signal(sig)
+// undosh itself, as a shell's job would stop as a whole. When undosh's
+// process group is the foreground of its terminal, the keys that send
+// SIGINT, SIGQUIT, SIGTSTP and SIGWINCH reach the child directly (it is in
+// the same group), so undosh does not send them a second time.
+func forward(p *os.Process, sig syscall.Signal, fromTerminal bool) {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGWINCH:
+		if !fromTerminal {
+			p.Signal(sig)
+		}
+	default:
+		p.Signal(sig)
+	}
 	switch sig {
 	case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 	}
+}
+
+// foreground reports whether undosh's process group is the foreground
+// process group of the terminal on one of files.
+func foreground(files []*os.File) bool {
+	pgrp := syscall.Getpgrp()
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		if fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil {
+			return fg == pgrp
+		}
+	}
+	return false
 }
