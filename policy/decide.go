@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -493,20 +494,35 @@ func isLoopback(s string) (host string, loop bool) {
 // ruleIndex finds the rules that can name a program without trying every
 // rule's every pattern.
 type ruleIndex struct {
-	byName map[string][]int // rules that name the program exactly
-	wild   []int            // rules with a pattern (*, ?, or a path)
+	byName []nameRules // rules that name the program exactly, sorted by name
+	wild   []int       // rules with a pattern (*, ?, or a path)
+}
+
+// nameRules are the rules that name one program, in policy order.
+type nameRules struct {
+	name  string
+	rules []int
+}
+
+// lookup returns the rules that name base exactly.
+func (ix *ruleIndex) lookup(base string) []int {
+	i, ok := slices.BinarySearchFunc(ix.byName, base, func(n nameRules, s string) int { return strings.Compare(n.name, s) })
+	if !ok {
+		return nil
+	}
+	return ix.byName[i].rules
 }
 
 func (p *Policy) buildIndex() {
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		r.names = map[string]bool{}
+		r.names = []string{}
 		r.patterns = nil
 		for _, prog := range r.Programs {
 			if strings.ContainsAny(prog, "*?/") {
 				r.patterns = append(r.patterns, prog)
 			} else {
-				r.names[prog] = true
+				r.names = append(r.names, prog)
 			}
 		}
 		r.subFields, r.ifFields, r.unlessFields = splitAll(r.Sub), splitAll(r.IfArgs), splitAll(r.UnlessArgs)
@@ -515,7 +531,8 @@ func (p *Policy) buildIndex() {
 }
 
 func newIndex(rules []Rule) *ruleIndex {
-	ix := &ruleIndex{byName: map[string][]int{}}
+	ix := &ruleIndex{}
+	byName := map[string][]int{}
 	for i, r := range rules {
 		wild := false
 		for _, prog := range r.Programs {
@@ -523,14 +540,19 @@ func newIndex(rules []Rule) *ruleIndex {
 				wild = true
 				continue
 			}
-			if l := ix.byName[prog]; len(l) == 0 || l[len(l)-1] != i {
-				ix.byName[prog] = append(l, i)
+			if l := byName[prog]; len(l) == 0 || l[len(l)-1] != i {
+				byName[prog] = append(l, i)
 			}
 		}
 		if wild {
 			ix.wild = append(ix.wild, i)
 		}
 	}
+	ix.byName = make([]nameRules, 0, len(byName))
+	for name, l := range byName {
+		ix.byName = append(ix.byName, nameRules{name, l})
+	}
+	slices.SortFunc(ix.byName, func(a, b nameRules) int { return strings.Compare(a.name, b.name) })
 	return ix
 }
 
@@ -543,7 +565,7 @@ func (p *Policy) candidates(base string) []int {
 		// without storing, so that concurrent callers do not race.
 		ix = newIndex(p.Rules)
 	}
-	a, b := ix.byName[base], ix.wild
+	a, b := ix.lookup(base), ix.wild
 	if len(b) == 0 {
 		return a
 	}

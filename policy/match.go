@@ -4,6 +4,7 @@ import (
 	"github.com/undosh/undosh/internal/pathglob"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -286,7 +287,7 @@ func (r *Rule) matchProgram(name string) bool {
 	base := path.Base(name)
 	progs := r.Programs
 	if r.names != nil {
-		if r.names[base] {
+		if slices.Contains(r.names, base) {
 			return true
 		}
 		progs = r.patterns

@@ -186,7 +186,7 @@ type Rule struct {
 
 	// Filled when the policy is indexed: the exact program names, the
 	// program patterns, and the argument patterns split into words.
-	names                             map[string]bool
+	names                             []string
 	patterns                          []string
 	subFields, ifFields, unlessFields [][]string
 }
