@@ -1,0 +1,296 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/install"
+)
+
+var installUsage = map[string]string{
+	"install": `usage: undoctl install [--root DIR] [--undosh PATH] [--user NAME] [--sh]
+
+Make undosh the shell: the real bash moves to /usr/lib/undosh/real/bash
+(a dpkg diversion where dpkg is installed, so bash upgrades land there),
+and /bin/bash and /usr/bin/bash become links to /usr/lib/undosh/undosh.
+Every change is recorded in /etc/undosh/install.json for undoctl uninstall.
+Run again, it updates the undosh binary and adds what is asked for.
+
+  --root DIR     act on the tree at DIR (an image, a chroot) instead of /
+  --undosh PATH  the undosh binary to install (default: undosh next to undoctl)
+  --user NAME    make undosh (/bin/bash) the login shell of NAME
+  --sh           take over /bin/sh too; the real sh goes to /usr/lib/undosh/real/sh
+`,
+	"uninstall": `usage: undoctl uninstall [--root DIR]
+
+Put back everything undoctl install changed, newest change first, from
+/etc/undosh/install.json: the real shells, the diversions, login shells,
+/etc/shells and /etc/undosh/shells; then remove /usr/lib/undosh.
+
+  --root DIR     act on the tree at DIR instead of /
+`,
+	"doctor": `usage: undoctl doctor [--root DIR] [--user NAME] [--json]
+
+Report what is installed, the real shells undosh will run, a login shell,
+the policy in force, the state directory, and what undosh does with a
+file-changing and a machine-changing command. Exits 1 when something is
+wrong, saying how to fix it.
+
+  --root DIR     look at the tree at DIR instead of /
+  --user NAME    the user whose login shell and state to check (default: you)
+  --json         print the report as JSON
+  --policy FILE  the policy (default: $UNDOSH_POLICY, /etc/undosh/policy.yaml,
+                 then the embedded default)
+  --state DIR    the state directory
+`,
+}
+
+// installCmd runs install, uninstall and doctor.
+func installCmd(name string, args []string, io stdio, getenv func(string) string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprint(io.out, installUsage[name])
+			return nil
+		}
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	root := fs.String("root", "", "the root to act on")
+	var o install.Options
+	var do install.DoctorOptions
+	var asJSON bool
+	switch name {
+	case "install":
+		fs.StringVar(&o.Undosh, "undosh", "", "the undosh binary")
+		fs.StringVar(&o.User, "user", "", "the user whose login shell becomes undosh")
+		fs.BoolVar(&o.Sh, "sh", false, "take over /bin/sh too")
+	case "doctor":
+		fs.StringVar(&do.User, "user", "", "the user to check")
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+		fs.StringVar(&do.Policy, "policy", "", "the policy file")
+		fs.StringVar(&do.State, "state", "", "the state directory")
+	}
+	ops, err := parse(fs, args)
+	if err == nil && len(ops) > 0 {
+		err = &exit.UsageError{Msg: fmt.Sprintf("%s takes no arguments, only flags (got %q)", name, ops[0])}
+	}
+	if err != nil {
+		fmt.Fprint(io.err, installUsage[name])
+		return err
+	}
+	o.Root, o.Log = *root, io.out
+	switch name {
+	case "install":
+		return runInstall(o, io)
+	case "uninstall":
+		return runUninstall(o, io)
+	}
+	do.Root, do.UID, do.Getenv = *root, os.Getuid(), getenv
+	return runDoctor(do, asJSON, io)
+}
+
+// hinted prints an install error with its hint, as report prints policy
+// errors.
+type hinted struct{ e *install.Error }
+
+func (h hinted) Error() string { return h.e.Msg + "\nundoctl: hint: " + h.e.Hint }
+func (h hinted) Unwrap() error { return h.e }
+
+func withHint(err error) error {
+	var e *install.Error
+	if errors.As(err, &e) && e.Hint != "" {
+		return hinted{e}
+	}
+	return err
+}
+
+func where(root string) string {
+	if root == "/" {
+		return ""
+	}
+	return " in " + root
+}
+
+func runInstall(o install.Options, io stdio) error {
+	if err := install.CheckRoot(o.Root, os.Geteuid()); err != nil {
+		return withHint(err)
+	}
+	if o.Undosh == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find undoctl's own path: %w", err)
+		}
+		o.Undosh = filepath.Join(filepath.Dir(exe), "undosh")
+	}
+	res, err := install.Install(o)
+	if err != nil {
+		return withHint(err)
+	}
+	switch {
+	case !res.Already:
+		fmt.Fprintf(io.out, "undosh is installed%s; %s records every change (undoctl uninstall puts them back)\n", where(res.Root), install.RecordFile)
+	case res.Changed:
+		fmt.Fprintf(io.out, "undosh was installed%s already; updated as above\n", where(res.Root))
+	default:
+		fmt.Fprintf(io.out, "undosh is installed%s already; nothing to change\n", where(res.Root))
+	}
+	return nil
+}
+
+func runUninstall(o install.Options, io stdio) error {
+	if err := install.CheckRoot(o.Root, os.Geteuid()); err != nil {
+		return withHint(err)
+	}
+	res, err := install.Uninstall(o)
+	if err != nil {
+		return withHint(err)
+	}
+	if res.Already {
+		fmt.Fprintf(io.out, "undosh is not installed%s (no %s): nothing to do\n", where(res.Root), install.RecordFile)
+		return nil
+	}
+	fmt.Fprintf(io.out, "undosh is uninstalled%s: everything it changed is back\n", where(res.Root))
+	return nil
+}
+
+func runDoctor(o install.DoctorOptions, asJSON bool, io stdio) error {
+	rep, err := install.Doctor(o)
+	if err != nil {
+		return withHint(err)
+	}
+	if asJSON {
+		if err := printJSON(io.out, rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(io.out, rep)
+		for _, p := range rep.Problems {
+			fmt.Fprintf(io.err, "undoctl: error: %s\nundoctl: hint: %s\n", p.What, p.Fix)
+		}
+	}
+	switch n := len(rep.Problems); n {
+	case 0:
+		return nil
+	case 1:
+		return errors.New("doctor found 1 problem")
+	default:
+		return fmt.Errorf("doctor found %d problems", n)
+	}
+}
+
+func printReport(w io.Writer, rep install.Report) {
+	line := func(k, format string, a ...any) {
+		fmt.Fprintf(w, "%-15s %s\n", k+":", fmt.Sprintf(format, a...))
+	}
+	if rep.Root != "/" {
+		line("root", "%s", rep.Root)
+	}
+	switch r := rep.Record; {
+	case r == nil:
+		line("installed", "no")
+	case !r.Complete:
+		line("installed", "cut short (%s)", r.Path)
+	default:
+		extra := ""
+		if r.Sh {
+			extra += ", with /bin/sh"
+		}
+		if len(r.Users) > 0 {
+			extra += ", login shell of " + strings.Join(r.Users, ", ")
+		}
+		line("installed", "yes, %s (%s%s)", r.Time.Format("2006-01-02 15:04 UTC"), r.Path, extra)
+	}
+	b := rep.Binary
+	switch {
+	case !b.Present:
+		line("undosh", "%s missing", b.Path)
+	case !b.Undosh:
+		line("undosh", "%s is not undosh", b.Path)
+	default:
+		line("undosh", "%s (version %s)", b.Path, b.Version)
+	}
+	for _, p := range rep.Paths {
+		line(p.Path, "%s", p.Is)
+	}
+	for _, d := range rep.Diversions {
+		line("diversion", "%s -> %s (%s)", d.Path, d.To, d.By)
+	}
+	for _, r := range rep.Real {
+		if r.Path == "" {
+			line("real "+r.Personality, "not found")
+			continue
+		}
+		line("real "+r.Personality, "%s (%s; from %s)", r.Path, r.Is, r.From)
+	}
+	if u := rep.Login; u != nil {
+		what := "not undosh"
+		if rep.LoginIsUndosh {
+			what = "undosh"
+		}
+		shell := u.Shell
+		if shell == "" {
+			shell = "(empty: /bin/sh)"
+		}
+		line("login shell", "%s: %s (%s)", u.Name, shell, what)
+	}
+	p := rep.Policy
+	name := p.Path
+	if name == "" {
+		name = "embedded default"
+	} else if strings.HasPrefix(p.From, "$") || strings.HasPrefix(p.From, "--") {
+		name += " (from " + p.From + ")"
+	}
+	if p.OK {
+		line("policy", "%s: loads; host.fallback: %s", name, p.Fallback)
+	} else {
+		line("policy", "%s: does not load", name)
+	}
+	s := rep.State
+	switch {
+	case s.Dir == "":
+		line("state", "none")
+	case !s.Exists:
+		can := "can be created"
+		if !s.Writable {
+			can = "cannot be created"
+		}
+		line("state", "%s (not created yet; %s)", s.Dir, can)
+	default:
+		wr := "writable"
+		if !s.Writable {
+			wr = "NOT writable"
+		}
+		line("state", "%s (%s, %s, %d workspaces, %d checkpoints, %d journal steps)",
+			s.Dir, wr, size(s.Bytes), s.Workspaces, s.Checkpoints, s.Steps)
+	}
+	for _, e := range rep.Examples {
+		cls := ""
+		if e.Class != "" {
+			cls = "class " + e.Class + ": "
+		}
+		line(e.What, "%s -> %s%s", e.Command, cls, e.Outcome)
+	}
+	if len(rep.Problems) == 0 {
+		fmt.Fprintln(w, "healthy")
+	}
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

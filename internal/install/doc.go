@@ -1,0 +1,48 @@
+// Package install makes undosh the shell of a machine or an image, puts
+// everything back, and checks what is in place (undoctl install,
+// uninstall and doctor).
+//
+// [Install] does, in this order, recording each change first:
+//
+//   - copies the undosh binary to /usr/lib/undosh/undosh;
+//   - moves the real bash to /usr/lib/undosh/real/bash (the same base
+//     name, so /proc/PID/comm of the real shell stays "bash") and makes
+//     its name a symlink to undosh. Where the root has dpkg, the path the
+//     bash package owns is diverted there with dpkg-divert --local, so a
+//     bash upgrade installs the new bash in its place instead of over
+//     undosh. Under usrmerge (/bin a link to usr/bin) /bin/bash and
+//     /usr/bin/bash are one directory entry: it is moved and diverted once,
+//     under the name dpkg knows, and both names lead to undosh;
+//   - with Options.Sh, does the same for /bin/sh (on Debian a link to
+//     dash: /usr/lib/undosh/real/sh becomes a link to dash, and /bin/sh a
+//     link to undosh, which passes sh through to the real sh);
+//   - writes /etc/undosh/shells, the file that names the real shells;
+//   - with Options.User, sets that user's login shell to /bin/bash in
+//     /etc/passwd (adding it to /etc/shells if needed).
+//
+// The real shell is moved without a moment where its name is missing: it
+// is first linked at its new place, and its old name is then replaced by
+// the symlink to undosh in one rename. That is why dpkg-divert is run with
+// --no-rename: its --rename would leave /bin/bash missing until the
+// symlink is made. Uninstall likewise renames the real shell over the
+// symlink.
+//
+// What stays true: every change is written to the install record
+// (/etc/undosh/install.json) before it is made, and the record is marked
+// complete only at the end of a run, so [Uninstall] can undo any run, even
+// one cut short, newest change first; each undo copes with its change not
+// having happened. Every path is taken inside the root, following
+// symlinks inside it the way chroot would, so acting on an image never
+// touches the files of the machine undoctl runs on. Files are replaced by
+// temp file, fsync, rename and fsync of the directory, keeping their mode
+// and owner.
+//
+// Callers acting on this machine's / must be root: [CheckRoot] says so,
+// and Install and Uninstall check it again.
+//
+// [Doctor] changes nothing: it reports the record, the shell paths, the
+// diversions, the real shells undosh will find, a login shell, the policy
+// in force, the state directory, and what undosh does with a
+// file-changing and a machine-changing command, with a list of problems
+// and their fixes.
+package install

@@ -1,0 +1,623 @@
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/policy"
+)
+
+// DoctorOptions say what Doctor looks at.
+type DoctorOptions struct {
+	// Root is the tree to look at; "" means /.
+	Root string
+	// User is the user whose login shell and state directory are
+	// checked; "" means the user with UID.
+	User string
+	UID  int
+	// Policy and State are the --policy and --state flags.
+	Policy, State string
+	// Getenv reads the environment; it is consulted only when Root is
+	// this machine's / (an image does not run with this environment).
+	Getenv func(string) string
+}
+
+// Report is what Doctor found. Problems is empty when all is well.
+type Report struct {
+	Root          string         `json:"root"`
+	Installed     bool           `json:"installed"`
+	Record        *RecordInfo    `json:"record,omitempty"`
+	Binary        BinaryInfo     `json:"binary"`
+	Paths         []PathInfo     `json:"paths"`
+	Diversions    []Diversion    `json:"diversions"`
+	Real          []RealShell    `json:"real_shells"`
+	Login         *User          `json:"login,omitempty"`
+	LoginIsUndosh bool           `json:"login_is_undosh"`
+	Policy        PolicyInfo     `json:"policy"`
+	State         StateInfo      `json:"state"`
+	Examples      []ExampleCheck `json:"examples"`
+	Problems      []Problem      `json:"problems"`
+}
+
+// RecordInfo sums up the install record.
+type RecordInfo struct {
+	Path     string    `json:"path"`
+	Complete bool      `json:"complete"`
+	Time     time.Time `json:"time"`
+	Actions  int       `json:"actions"`
+	Sh       bool      `json:"sh"`
+	Users    []string  `json:"users,omitempty"`
+}
+
+// BinaryInfo is the installed undosh binary.
+type BinaryInfo struct {
+	Path    string `json:"path"`
+	Present bool   `json:"present"`
+	Undosh  bool   `json:"undosh"`
+	Version string `json:"version,omitempty"`
+}
+
+// PathInfo is one of the shell paths undosh takes over.
+type PathInfo struct {
+	Path   string `json:"path"`
+	Is     string `json:"is"`
+	Undosh bool   `json:"undosh"`
+}
+
+// Diversion is a dpkg diversion of a shell path.
+type Diversion struct {
+	Path string `json:"path"`
+	To   string `json:"to"`
+	By   string `json:"by"`
+}
+
+// RealShell is the shell undosh runs for a personality, found the way
+// undosh finds it.
+type RealShell struct {
+	Personality string `json:"personality"`
+	Path        string `json:"path,omitempty"`
+	From        string `json:"from,omitempty"`
+	Is          string `json:"is,omitempty"`
+}
+
+// PolicyInfo is the policy in force.
+type PolicyInfo struct {
+	// Path is the file, "" for the embedded default.
+	Path     string `json:"path"`
+	From     string `json:"from"`
+	OK       bool   `json:"ok"`
+	Error    string `json:"error,omitempty"`
+	Fallback string `json:"host_fallback,omitempty"`
+}
+
+// StateInfo is the state directory.
+type StateInfo struct {
+	Dir         string `json:"dir"`
+	Exists      bool   `json:"exists"`
+	Writable    bool   `json:"writable"`
+	Bytes       int64  `json:"bytes"`
+	Workspaces  int    `json:"workspaces"`
+	Checkpoints int    `json:"checkpoints"`
+	Steps       int    `json:"journal_steps"`
+}
+
+// ExampleCheck is what undosh would do with one command.
+type ExampleCheck struct {
+	What    string `json:"what"`
+	Command string `json:"command"`
+	Class   string `json:"class,omitempty"`
+	Outcome string `json:"outcome"`
+}
+
+// Problem is something wrong, and how to fix it.
+type Problem struct {
+	What string `json:"what"`
+	Fix  string `json:"fix"`
+}
+
+// The commands Doctor decides, one that changes files and one that
+// changes the machine.
+var doctorExamples = []struct{ what, cmd string }{
+	{"file change", "sed -i s/a/b/ f"},
+	{"machine change", "apt-get install -y jq"},
+}
+
+// realDefaults mirrors the candidates shell.RealShell tries after the
+// environment and the configuration file.
+var realDefaults = map[string][]string{
+	"bash": {RealBash, "/usr/bin/bash", "/bin/bash", "/usr/local/bin/bash"},
+	"sh":   {RealSh, "/usr/bin/sh", "/bin/sh", "/usr/bin/dash", "/bin/dash"},
+}
+
+type doctor struct {
+	r   fsRoot
+	o   DoctorOptions
+	rep *Report
+}
+
+func (d *doctor) problem(what, fix string, a ...any) {
+	d.rep.Problems = append(d.rep.Problems, Problem{What: fmt.Sprintf(what, a...), Fix: fix})
+}
+
+func (d *doctor) getenv(k string) string {
+	if !d.r.live() || d.o.Getenv == nil {
+		return ""
+	}
+	return d.o.Getenv(k)
+}
+
+// Doctor looks at what is installed in the root and how undosh will
+// behave there. It changes nothing. Its error is for a root it cannot
+// look at; everything else is in the report.
+func Doctor(o DoctorOptions) (Report, error) {
+	r, err := newRoot(o.Root)
+	if err != nil {
+		return Report{}, err
+	}
+	d := &doctor{r: r, o: o, rep: &Report{Root: r.dir, Paths: []PathInfo{}, Diversions: []Diversion{}, Problems: []Problem{}}}
+	rec := d.record()
+	d.binary()
+	d.paths(rec)
+	d.diversions(rec)
+	d.realShells()
+	d.login(rec)
+	p := d.policy()
+	d.state()
+	d.examples(p)
+	return *d.rep, nil
+}
+
+func (d *doctor) record() *Record {
+	rec, err := loadRecord(d.r)
+	if err != nil {
+		d.problem("%v", "compare with a fresh machine by hand; undoctl uninstall needs the record", err)
+		return nil
+	}
+	if rec == nil {
+		return nil
+	}
+	d.rep.Installed = true
+	info := &RecordInfo{Path: RecordFile, Complete: rec.Complete, Time: rec.Time, Actions: len(rec.Actions)}
+	for _, a := range rec.Actions {
+		if a.Shell == "sh" {
+			info.Sh = true
+		}
+		if a.Op == opShell {
+			info.Users = append(info.Users, a.User)
+		}
+	}
+	d.rep.Record = info
+	if !rec.Complete {
+		d.problem("the last undoctl install or uninstall was cut short (%s is not complete)", "run undoctl uninstall to put everything back, then undoctl install", RecordFile)
+	}
+	return rec
+}
+
+func (d *doctor) binary() {
+	b := &d.rep.Binary
+	b.Path = Binary
+	h, err := d.r.target(Binary)
+	if err != nil {
+		return
+	}
+	if st, err := os.Stat(h); err == nil && st.Mode().IsRegular() {
+		b.Present = true
+		if bi, err := buildinfo.ReadFile(h); err == nil && strings.HasSuffix(bi.Path, "/cmd/undosh") {
+			b.Undosh = true
+			b.Version = strings.Trim(bi.Main.Version, "()")
+		}
+	}
+	if !d.rep.Installed {
+		return
+	}
+	switch {
+	case !b.Present:
+		d.problem("%s is missing: every command run through bash fails", "undoctl install --undosh PATH puts it back", Binary)
+	case !b.Undosh:
+		d.problem("%s is not undosh", "undoctl install --undosh PATH puts undosh back", Binary)
+	}
+}
+
+func (d *doctor) paths(rec *Record) {
+	sh := d.rep.Record != nil && d.rep.Record.Sh
+	for _, p := range append(append([]string{}, BashPaths...), ShPaths...) {
+		if _, ok := d.r.entryOf(p); !ok {
+			continue
+		}
+		info := PathInfo{Path: p, Undosh: d.r.isUndosh(p)}
+		info.Is = d.r.describe(p)
+		if info.Undosh {
+			info.Is = "undosh (" + info.Is + ")"
+		}
+		d.rep.Paths = append(d.rep.Paths, info)
+		isSh := strings.HasSuffix(p, "/sh")
+		switch {
+		case rec == nil || info.Undosh:
+		case !isSh:
+			d.problem("%s is not undosh (%s): commands run through it are not protected",
+				"a package upgrade or another program replaced it: run undoctl uninstall, then undoctl install", p, info.Is)
+		case sh:
+			d.problem("%s is not undosh (%s): sh scripts are not protected",
+				"a dash upgrade puts /bin/sh back: run undoctl uninstall, then undoctl install --sh", p, info.Is)
+		}
+	}
+	if rec == nil {
+		what := "undosh is not installed"
+		for _, p := range d.rep.Paths {
+			if !p.Undosh && !strings.HasSuffix(p.Path, "/sh") {
+				what += fmt.Sprintf(": %s is %s", p.Path, p.Is)
+				break
+			}
+		}
+		d.problem("%s", "undoctl install --undosh PATH (as root) makes undosh the shell", what)
+	}
+}
+
+func (d *doctor) diversions(rec *Record) {
+	dp, note := findDpkg(d.r)
+	if note != "" && rec != nil {
+		d.problem("%s", "install dpkg-divert, then run undoctl uninstall and undoctl install", note)
+	}
+	if dp == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, p := range append(append([]string{}, BashPaths...), ShPaths...) {
+		by, to, err := dp.diversion(p)
+		if err != nil || by == "" {
+			continue
+		}
+		seen[p] = true
+		d.rep.Diversions = append(d.rep.Diversions, Diversion{Path: p, To: to, By: strings.ToLower(by)})
+	}
+	if rec == nil {
+		return
+	}
+	for _, a := range rec.Actions {
+		if a.Op == opDivert && !seen[a.Path] {
+			d.problem("the diversion of %s to %s is gone: a %s upgrade will overwrite undosh",
+				"run undoctl uninstall, then undoctl install", a.Path, a.Target, a.Shell)
+			seen[a.Path] = true
+		}
+	}
+	for _, p := range BashPaths {
+		if seen[p] {
+			continue
+		}
+		if pkg := dp.owner(p); pkg != "" {
+			d.problem("%s belongs to package %s and is not diverted: a %s upgrade will overwrite undosh",
+				"run undoctl uninstall, then undoctl install (it diverts the path the package owns)", p, pkg, pkg)
+		}
+	}
+}
+
+// realShells finds the real shells the way shell.RealShell does:
+// $UNDOSH_REAL_BASH or $UNDOSH_REAL_SH, the configuration file, then the
+// usual places, skipping anything that is undosh.
+func (d *doctor) realShells() {
+	for _, pers := range []string{"bash", "sh"} {
+		rs := RealShell{Personality: pers}
+		type cand struct{ path, from string }
+		env := "UNDOSH_REAL_" + strings.ToUpper(pers)
+		var cands []cand
+		if v := d.getenv(env); v != "" {
+			cands = append(cands, cand{v, "$" + env})
+		}
+		if v := d.configured(pers); v != "" {
+			cands = append(cands, cand{v, ConfigFile})
+		}
+		for _, p := range realDefaults[pers] {
+			cands = append(cands, cand{p, "default"})
+		}
+		var tried []string
+		for _, c := range cands {
+			tried = append(tried, c.path)
+			h, err := d.r.target(c.path)
+			if err != nil {
+				continue
+			}
+			st, err := os.Stat(h)
+			if err != nil || st.IsDir() || st.Mode()&0o111 == 0 || d.r.isUndosh(c.path) || isUndoshBinary(h) == nil {
+				continue
+			}
+			rs.Path, rs.From = c.path, c.from
+			rs.Is = d.whatShell(pers, c.path, h)
+			break
+		}
+		d.rep.Real = append(d.rep.Real, rs)
+		if rs.Path == "" {
+			d.problem("undosh cannot find the real %s (tried %s; each is missing or is undosh)",
+				fmt.Sprintf("undoctl uninstall, then undoctl install, puts the real %s back in place", pers), pers, strings.Join(tried, ", "))
+		}
+	}
+}
+
+// configured reads the configuration file the way shell.configured does.
+func (d *doctor) configured(pers string) string {
+	h, err := d.r.target(ConfigFile)
+	if err != nil {
+		return ""
+	}
+	data, err := os.ReadFile(h)
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
+		if ok && strings.TrimSpace(k) == pers {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// whatShell says what the real shell at p (host path h) is, reading the
+// file rather than running it: an image's programs are not run on this
+// machine. A real bash that is not bash is a problem.
+func (d *doctor) whatShell(pers, p, h string) string {
+	t, _ := d.r.resolve(p, true)
+	data, err := os.ReadFile(h)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	if pers == "sh" {
+		if t != p {
+			return t
+		}
+		return filepath.Base(p)
+	}
+	if !bytes.Contains(data, []byte("GNU bash, version")) {
+		d.problem("the real bash %s is not GNU bash", "point bash= in "+ConfigFile+" at the real bash", p)
+		return "not bash"
+	}
+	v := "GNU bash"
+	if _, rest, ok := bytes.Cut(data, []byte("@(#)Bash version ")); ok {
+		if end := bytes.IndexAny(rest, " \x00"); end > 0 {
+			v += " " + string(rest[:end])
+		}
+	}
+	return v
+}
+
+func (d *doctor) login(rec *Record) {
+	u, err := d.r.lookupUser(d.o.User, d.o.UID)
+	if err != nil {
+		if d.o.User != "" {
+			d.problem("%v", "name a user of that root's passwd file", err)
+		}
+		return
+	}
+	d.rep.Login = &u
+	d.rep.LoginIsUndosh = d.r.isLoginUndosh(u.Shell)
+	if d.rep.LoginIsUndosh || rec == nil {
+		return
+	}
+	set := false
+	for _, a := range rec.Actions {
+		if a.Op == opShell && a.User == u.Name {
+			set = true
+		}
+	}
+	if set || d.o.User != "" {
+		d.problem("the login shell of %s is %s, not undosh: their logins and ssh commands are not protected",
+			fmt.Sprintf("undoctl install --user %s", u.Name), u.Name, shellName(u.Shell))
+	}
+}
+
+// policy finds and loads the policy undosh will use.
+func (d *doctor) policy() *policy.Policy {
+	pi := &d.rep.Policy
+	switch {
+	case d.o.Policy != "":
+		pi.Path, pi.From = d.o.Policy, "--policy"
+	case d.getenv("UNDOSH_POLICY") != "":
+		pi.Path, pi.From = d.getenv("UNDOSH_POLICY"), "$UNDOSH_POLICY"
+	default:
+		h, err := d.r.target("/etc/undosh/policy.yaml")
+		if err == nil {
+			if _, err := os.Stat(h); err == nil {
+				pi.Path, pi.From = h, "/etc/undosh/policy.yaml"
+			}
+		}
+	}
+	if pi.Path == "" {
+		pi.From = "embedded default"
+	}
+	p, err := classify.LoadPolicy(pi.Path, "")
+	if err != nil {
+		pi.Error = err.Error()
+		fix := "fix the policy; undoctl policy check FILE lists every error"
+		var le *policy.LoadError
+		if errors.As(err, &le) && le.Hint != "" {
+			fix = le.Hint
+		}
+		d.problem("the policy does not load, so undosh refuses every command (exit 2): %v", fix, err)
+		return nil
+	}
+	pi.OK = true
+	pi.Fallback = p.Host.Fallback
+	return p
+}
+
+// state looks at the state directory of the user.
+func (d *doctor) state() {
+	si := &d.rep.State
+	switch {
+	case d.o.State != "":
+		si.Dir = d.o.State
+	case d.r.live() && d.o.User == "":
+		si.Dir = state.Dir("", d.o.Getenv, d.o.UID)
+	default:
+		uid, home := d.o.UID, ""
+		if d.rep.Login != nil {
+			uid, home = d.rep.Login.UID, d.rep.Login.Home
+		}
+		switch {
+		case uid == 0:
+			si.Dir = d.r.host("/var/lib/undosh")
+		case home != "":
+			si.Dir = d.r.host(filepath.Join(home, ".local/state/undosh"))
+		}
+	}
+	if si.Dir == "" {
+		d.problem("no state directory: undosh refuses every command (exit 2)", "set UNDOSH_STATE_DIR, or give the user a home directory")
+		return
+	}
+	st, err := os.Stat(si.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		// undosh creates it; the nearest existing parent must let it.
+		dir := filepath.Dir(si.Dir)
+		for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+			if _, err := os.Stat(dir); err == nil {
+				break
+			}
+		}
+		si.Writable = unix.Access(dir, unix.W_OK) == nil
+		if !si.Writable {
+			d.problem("the state directory %s does not exist and cannot be created (%s is not writable): undosh refuses every command (exit 2)",
+				"create it, owned by the user, or set UNDOSH_STATE_DIR", si.Dir, dir)
+		}
+		return
+	}
+	if err != nil || !st.IsDir() {
+		d.problem("the state directory %s is not a directory: undosh refuses every command (exit 2)", "remove it, or set UNDOSH_STATE_DIR", si.Dir)
+		return
+	}
+	si.Exists = true
+	si.Writable = unix.Access(si.Dir, unix.W_OK) == nil
+	if !si.Writable {
+		d.problem("the state directory %s is not writable: undosh refuses every command (exit 2)", "chown it to the user, or set UNDOSH_STATE_DIR", si.Dir)
+	}
+	_ = filepath.WalkDir(si.Dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				si.Bytes += info.Size()
+			}
+		}
+		return nil
+	})
+	stores, _ := filepath.Glob(filepath.Join(si.Dir, "checkpoints", "*", "workspace.json"))
+	si.Workspaces = len(stores)
+	for _, s := range stores {
+		si.Checkpoints += countCheckpoints(filepath.Dir(s))
+	}
+	si.Steps = countLines(filepath.Join(si.Dir, "journal.jsonl"))
+}
+
+// countCheckpoints counts the checkpoints of one store by walking its
+// chain, read-only, down to the oldest one gc kept (the layout of the
+// checkpoint package: git/ holds refs/heads/checkpoints, boundary the
+// oldest kept).
+func countCheckpoints(store string) int {
+	st := filesystem.NewStorage(osfs.New(filepath.Join(store, "git")), cache.NewObjectLRU(8<<20))
+	ref, err := st.Reference(plumbing.NewBranchReferenceName("checkpoints"))
+	if err != nil {
+		return 0
+	}
+	var stop plumbing.Hash
+	if b, err := os.ReadFile(filepath.Join(store, "boundary")); err == nil && plumbing.IsHash(strings.TrimSpace(string(b))) {
+		stop = plumbing.NewHash(strings.TrimSpace(string(b)))
+	}
+	n := 0
+	for h := ref.Hash(); !h.IsZero() && n < 1_000_000; {
+		c, err := object.GetCommit(st, h)
+		if err != nil {
+			break
+		}
+		n++
+		if h == stop || len(c.ParentHashes) == 0 {
+			break
+		}
+		h = c.ParentHashes[0]
+	}
+	return n
+}
+
+// countLines counts the complete lines of a file (the journal's steps:
+// one JSON line each; a torn last line does not count).
+func countLines(name string) int {
+	f, err := os.Open(name)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := f.Read(buf)
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if err != nil {
+			return n
+		}
+	}
+}
+
+// examples says what undosh does with a file-changing and a
+// machine-changing command under the policy in force.
+func (d *doctor) examples(p *policy.Policy) {
+	for _, ex := range doctorExamples {
+		c := ExampleCheck{What: ex.what, Command: ex.cmd}
+		if p == nil {
+			c.Outcome = "refused: the policy does not load (undosh exits 2 before running anything)"
+			d.rep.Examples = append(d.rep.Examples, c)
+			continue
+		}
+		dec := classify.Decide(ex.cmd, classify.ExampleOptions(p)).Decision
+		c.Class = dec.Class.String()
+		c.Outcome = outcome(p, dec)
+		d.rep.Examples = append(d.rep.Examples, c)
+	}
+}
+
+// outcome says in a few words what undosh does with a decision.
+func outcome(p *policy.Policy, dec policy.Decision) string {
+	if dec.Verdict == policy.Deny {
+		for _, r := range dec.Reasons {
+			if r.Verdict == policy.Deny {
+				why := r.Message
+				if why == "" {
+					why = r.Text
+				}
+				return fmt.Sprintf("refused by rule %s: %s", r.Rule, why)
+			}
+		}
+		return "refused"
+	}
+	var s string
+	switch dec.Class {
+	case policy.None:
+		s = "runs straight through (reads only)"
+	case policy.Git:
+		s = "checkpoint of the workspace first, rolled back if it fails"
+		if dec.Rollback == policy.RollbackNever {
+			s = "checkpoint of the workspace first, kept if it fails (rollback: never)"
+		}
+	default:
+		if p.Host.Fallback != "git" {
+			return "refused: no sandbox host or fork engine is available to run it in a copy (host.fallback: deny)"
+		}
+		s = "workspace checkpoint only: no fork engine is available, the machine change stays (host.fallback: git)"
+	}
+	if dec.Verdict == policy.Constrain && dec.Condition != "" {
+		s += "; only if " + dec.Condition
+	}
+	return s
+}
