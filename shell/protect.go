@@ -139,7 +139,9 @@ func (r *run) refuse(rec journal.Record, why, hint string) int {
 	rec.Exit = exit.Refused
 	rec.Duration = ms(time.Since(rec.Time))
 	if j, err := journal.Open(r.stateDir); err == nil {
-		if id, err := j.NewID(); err == nil {
+		// A refusal changed nothing: it must not keep a step it runs
+		// inside (or beside) from rolling back.
+		if id, err := j.NewQuietID(); err == nil {
 			rec.ID = id
 			_ = j.Append(rec)
 		}
@@ -163,7 +165,7 @@ func (r *run) checkConstraints() (why, hint string, ok bool) {
 		if err == nil {
 			for _, b := range r.pol.Egress.ProtectedBranches {
 				if branch == b {
-					return fmt.Sprintf("git push of the current branch %s, which the policy protects (egress.protected_branches)", b),
+					return fmt.Sprintf("git push of the current branch %s, which the policy protects (egress.protected_branches; %s)", b, constraintRule(r.dec)),
 						r.denyHint("rule git-push "), false
 				}
 			}
@@ -172,7 +174,7 @@ func (r *run) checkConstraints() (why, hint string, ok bool) {
 	if c.Verify && r.dec.Verify != "" {
 		code, tail := r.verify()
 		if code != 0 {
-			msg := fmt.Sprintf("verify `%s` failed (exit %d), and this step runs only after verify passes", r.dec.Verify, code)
+			msg := fmt.Sprintf("verify `%s` failed (exit %d), and this step runs only after verify passes (%s)", r.dec.Verify, code, constraintRule(r.dec))
 			if t := lastLine(tail); t != "" {
 				msg += "; it said: " + clip(t, 120)
 			}
@@ -180,6 +182,21 @@ func (r *run) checkConstraints() (why, hint string, ok bool) {
 		}
 	}
 	return "", "", true
+}
+
+// constraintRule names the rule that constrains the step, and where the
+// policy says it, as a refusal does.
+func constraintRule(d policy.Decision) string {
+	for _, rs := range d.Reasons {
+		if rs.Verdict == policy.Constrain {
+			s := "rule " + rs.Rule
+			if rs.At != "" {
+				s += " at " + rs.At
+			}
+			return s
+		}
+	}
+	return "policy egress settings"
 }
 
 func lastLine(b []byte) string {
@@ -244,7 +261,7 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
 		return exit.Usage
 	}
-	step, err := j.Begin()
+	step, err := j.BeginIn(d.Roots)
 	if err != nil {
 		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
 		return exit.Usage

@@ -118,12 +118,22 @@ func (j *Journal) lock() (func(), error) {
 type Step struct {
 	j  *Journal
 	ID int
-	// overlapped is set when another step was running at Begin.
+	// roots are the workspaces it may change; nil means any.
+	roots []string
+	// overlapped is set when another step on a shared workspace was
+	// running at Begin.
 	overlapped bool
 }
 
-// Begin numbers a new step and marks it running.
-func (j *Journal) Begin() (*Step, error) {
+// Begin numbers a new step that may change any workspace and marks it
+// running: every running step overlaps it.
+func (j *Journal) Begin() (*Step, error) { return j.BeginIn(nil) }
+
+// BeginIn numbers a new step that changes only the workspaces roots (nil:
+// any) and marks it running. It overlaps, both ways, the running steps
+// whose workspaces share a path with roots, and only those: a step in
+// another repository cannot have changed this one's files.
+func (j *Journal) BeginIn(roots []string) (*Step, error) {
 	unlock, err := j.lock()
 	if err != nil {
 		return nil, err
@@ -133,7 +143,7 @@ func (j *Journal) Begin() (*Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Step{j: j, ID: seq + 1}
+	s := &Step{j: j, ID: seq + 1, roots: roots}
 	if err := writeDurable(filepath.Join(j.dir, "seq"), []byte(strconv.Itoa(s.ID)+"\n")); err != nil {
 		return nil, err
 	}
@@ -143,6 +153,12 @@ func (j *Journal) Begin() (*Step, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	for _, e := range ents {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil {
+			// Another step's mark being written (N.tmp), or its overlap
+			// flag (N.overlapped): never ours to remove.
+			continue
+		}
 		name := filepath.Join(active, e.Name())
 		data, err := os.ReadFile(name)
 		if err != nil {
@@ -150,7 +166,13 @@ func (j *Journal) Begin() (*Step, error) {
 		}
 		var r running
 		if json.Unmarshal(data, &r) == nil && alive(r.Proc) {
-			s.overlapped = true
+			if sharesRoot(roots, r.Roots) {
+				s.overlapped = true
+				// Tell the running step that s ran beside it.
+				if err := os.WriteFile(overlapFlag(j.dir, id), nil, 0o600); err != nil {
+					return nil, fmt.Errorf("journal: %w", err)
+				}
+			}
 			continue
 		}
 		// Left by an undosh that was killed while its step ran: record
@@ -163,6 +185,7 @@ func (j *Journal) Begin() (*Step, error) {
 			}
 		}
 		os.Remove(name)
+		os.Remove(overlapFlag(j.dir, id))
 	}
 	if err := s.Running(Record{ID: s.ID}); err != nil {
 		return nil, err
@@ -172,15 +195,45 @@ func (j *Journal) Begin() (*Step, error) {
 
 // running is the content of a mark in active/.
 type running struct {
-	Proc   string `json:"proc"`
-	Record Record `json:"record"`
+	Proc string `json:"proc"`
+	// Roots are the workspaces the step may change; null (as in marks
+	// from before roots were recorded) means any.
+	Roots  []string `json:"roots"`
+	Record Record   `json:"record"`
+}
+
+// overlapFlag names the file whose presence says that another step began
+// while step id ran.
+func overlapFlag(dir string, id int) string {
+	return filepath.Join(dir, "active", strconv.Itoa(id)+".overlapped")
+}
+
+// sharesRoot reports whether two sets of workspaces share a path (nil is
+// every path).
+func sharesRoot(a, b []string) bool {
+	if a == nil || b == nil {
+		return true
+	}
+	for _, x := range a {
+		for _, y := range b {
+			if x == y || within(x, y) || within(y, x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// within reports whether path p lies under directory dir.
+func within(p, dir string) bool {
+	return dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // Running records what is known of the running step s (its checkpoints
 // above all), for the journal to keep if undosh is killed before Finish.
 func (s *Step) Running(rec Record) error {
 	rec.ID = s.ID
-	data, err := json.Marshal(running{Proc: procID(os.Getpid()), Record: rec})
+	data, err := json.Marshal(running{Proc: procID(os.Getpid()), Roots: s.roots, Record: rec})
 	if err != nil {
 		return err
 	}
@@ -218,8 +271,9 @@ func (j *Journal) readSeq() (int, error) {
 	return n, nil
 }
 
-// Overlapped reports whether another step ran at any time during s: one
-// was running when s began, or one began since.
+// Overlapped reports whether another step on a shared workspace ran at
+// any time during s: one was running when s began, or one began since. A
+// restore journaled since (NewID) counts; a refusal (NewQuietID) does not.
 func (s *Step) Overlapped() bool {
 	if s.overlapped {
 		return true
@@ -229,8 +283,8 @@ func (s *Step) Overlapped() bool {
 		return true // cannot tell: keep the changes
 	}
 	defer unlock()
-	seq, err := s.j.readSeq()
-	return err != nil || seq != s.ID
+	_, err = os.Lstat(overlapFlag(s.j.dir, s.ID))
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // Finish appends rec (with s's id) and marks s done.
@@ -244,6 +298,7 @@ func (s *Step) Finish(rec Record) error {
 // Abandon marks s done without a record.
 func (s *Step) Abandon() {
 	os.Remove(filepath.Join(s.j.dir, "active", strconv.Itoa(s.ID)))
+	os.Remove(overlapFlag(s.j.dir, s.ID))
 }
 
 // Append writes one record durably.
@@ -270,7 +325,28 @@ func (j *Journal) Append(rec Record) error {
 	return f.Close()
 }
 
-// NewID numbers a record that is not a running step (a restore).
+// NewQuietID numbers a record of something that changed no file (a
+// refusal). Unlike [Journal.NewID], it does not make running steps
+// [Step.Overlapped]: a step that runs a refused nested command can still
+// roll back.
+func (j *Journal) NewQuietID() (int, error) {
+	unlock, err := j.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	seq, err := j.readSeq()
+	if err != nil {
+		return 0, err
+	}
+	if err := writeDurable(filepath.Join(j.dir, "seq"), []byte(strconv.Itoa(seq+1)+"\n")); err != nil {
+		return 0, err
+	}
+	return seq + 1, nil
+}
+
+// NewID numbers a record that is not a running step (a restore). Every
+// step running meanwhile counts as overlapped.
 func (j *Journal) NewID() (int, error) {
 	s, err := j.Begin()
 	if err != nil {
