@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/procstate"
 )
 
 // status is how a child ended.
@@ -39,7 +41,9 @@ func runChild(path string, argv, env []string, files []*os.File, ignored func(sy
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, forwarded(ignored)...)
 	defer signal.Stop(sigs)
-	p, err := os.StartProcess(path, argv, &os.ProcAttr{Env: env, Files: files})
+	// The child starts with the caller's signal mask, not the one the Go
+	// runtime gave this thread.
+	p, err := procstate.StartProcess(path, argv, &os.ProcAttr{Env: env, Files: files})
 	if err != nil {
 		return status{}, err
 	}

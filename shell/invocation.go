@@ -37,6 +37,13 @@ type Invocation struct {
 	Script string
 }
 
+// The single-letter options each shell accepts; any other letter makes it
+// refuse the command line.
+const (
+	bashLetters = "abcefhiklmnoprstuvxBCDEHOPT"
+	shLetters   = "abcefilmnopsuvxCEIV"
+)
+
 // ParseArgs reads a bash or sh command line. It never fails: a command
 // line bash would refuse gets ModeNothing, and the real shell reports it.
 func ParseArgs(argv []string) Invocation {
@@ -54,7 +61,10 @@ func ParseArgs(argv []string) Invocation {
 		inv.Personality = "sh"
 		inv.POSIX = true
 	}
-	cmd, stdin := false, false
+	// noexec: -n (+n turns it off again); dump: -D or --dump-strings,
+	// which imply -n for good; pretty: --pretty-print, which prints a
+	// script instead of running it (a -c string still runs).
+	cmd, stdin, noexec, dump, pretty := false, false, false, false, false
 	args := argv[1:]
 	i := 0
 	// Multi-character options come first (bash); sh has none.
@@ -65,7 +75,9 @@ long:
 			inv.Login = true
 		case "--posix":
 			inv.POSIX = true
-		case "--noprofile", "--norc", "--noediting", "--restricted", "--verbose", "--debugger", "--protected":
+		case "--noprofile", "--norc", "--noediting", "--restricted", "--verbose", "--debugger", "--debug", "--protected":
+		case "--pretty-print":
+			pretty = true
 		case "--rcfile", "--init-file":
 			i++
 			if i >= len(args) {
@@ -83,6 +95,10 @@ long:
 			break long
 		}
 	}
+	letters := bashLetters
+	if inv.Personality == "sh" {
+		letters = shLetters
+	}
 	for ; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || a == "-" {
@@ -94,37 +110,40 @@ long:
 		}
 		on := a[0] == '-'
 		for _, ch := range a[1:] {
-			switch ch {
-			case 'c':
-				cmd = cmd || on
-			case 's':
-				stdin = stdin || on
-			case 'i':
-				inv.Interactive = on
-			case 'l':
-				inv.Login = inv.Login || on
-			case 'n', 'D':
-				if on {
-					inv.Mode = ModeNothing
-				}
-			case 'o', 'O':
-				i++
-				if i >= len(args) {
-					// `bash -o` lists the options and runs nothing.
-					inv.Mode = ModeNothing
-					return inv
-				}
-				if ch == 'o' && args[i] == "posix" {
-					inv.POSIX = on
-				}
-			case 'a', 'b', 'e', 'f', 'h', 'k', 'm', 'p', 't', 'u', 'v', 'x', 'B', 'C', 'E', 'H', 'P', 'T', 'r':
-			default:
+			if !strings.ContainsRune(letters, ch) {
 				inv.Mode = ModeNothing // invalid option
 				return inv
 			}
+			switch ch {
+			case 'c':
+				// +c too: both shells take any sign as "a command string follows".
+				cmd = true
+			case 's':
+				// bash reads stdin for +s too; for sh +s undoes -s.
+				stdin = on || inv.Personality == "bash"
+			case 'i':
+				inv.Interactive = on
+			case 'l':
+				inv.Login = true // +l too
+			case 'n':
+				noexec = on
+			case 'D':
+				dump = true
+			case 'o', 'O':
+				if i+1 >= len(args) {
+					// Without a name, the shell lists the options and
+					// goes on.
+					continue
+				}
+				i++
+				if ch == 'o' && args[i] == "posix" {
+					inv.POSIX = on
+				}
+			}
 		}
 	}
-	if inv.Mode == ModeNothing {
+	if noexec || dump || pretty && !cmd {
+		inv.Mode = ModeNothing
 		return inv
 	}
 	ops := args[i:]

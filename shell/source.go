@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +25,8 @@ type source struct {
 	// session, a missing script): the real shell handles it.
 	passThrough bool
 	// stdin replaces fd 0 for the real shell: the script read from a
-	// pipe, relayed so that commands reading the rest of it still do.
+	// pipe, relayed (see [relay]) so that commands reading the rest of it
+	// still do. nil leaves fd 0 as it is.
 	stdin *os.File
 	// script is the script file read, for `bash -n`.
 	script string
@@ -36,6 +38,9 @@ func readSource(inv Invocation, e *Env) (source, error) {
 	case ModeCommand:
 		return source{text: inv.Command}, nil
 	case ModeScript:
+		if fd, ok := fdName(inv.Script); ok {
+			return readScriptFd(fd, inv.Script, e.Getenv)
+		}
 		return readScript(inv.Script, "", e.Getenv)
 	case ModeStdin:
 		return readStdin(inv, e)
@@ -45,8 +50,79 @@ func readSource(inv Invocation, e *Env) (source, error) {
 
 // readScript reads a script operand the way bash finds it: as given, and
 // for a bare name in the working directory, then on PATH. Relative paths
-// are taken from cwd ("" for the process's own).
+// are taken from cwd ("" for the process's own). A name that stands for
+// one of the shell's open files (/dev/fd/N, /dev/stdin, as from
+// `bash <(…)`) is unseen: only the process that holds the file can read
+// it, and it is [readScriptFd]'s to read.
 func readScript(name, cwd string, getenv func(string) string) (source, error) {
+	if _, ok := fdName(name); ok {
+		return source{unseen: name + " is a file descriptor of the shell that runs it"}, nil
+	}
+	return findScript(name, cwd, getenv)
+}
+
+// fdName reports whether name stands for an open file of the process
+// that opens it, and which fd.
+func fdName(name string) (int, bool) {
+	if name == "/dev/stdin" {
+		return 0, true
+	}
+	for _, dir := range []string{"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"} {
+		if n, ok := strings.CutPrefix(name, dir); ok {
+			fd, err := strconv.Atoi(n)
+			return fd, err == nil && fd >= 0 && strconv.Itoa(fd) == n
+		}
+	}
+	return 0, false
+}
+
+// readScriptFd reads the script on the shell's fd, named name. A pipe or
+// a socket (`bash <(…)`) is read to its end and replaced by a relay of
+// the same bytes (see [relay]), so that the shell reads exactly what it
+// would have; any other file is read by its name.
+func readScriptFd(fd int, name string, getenv func(string) string) (source, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return source{passThrough: true}, nil // bash cannot open it either
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFIFO && t != unix.S_IFSOCK {
+		return findScript(name, "", getenv)
+	}
+	mfd, err := unix.MemfdCreate("undosh-script", unix.MFD_CLOEXEC)
+	if err != nil {
+		return source{}, fmt.Errorf("relay the script %s: %w", name, err)
+	}
+	mem := os.NewFile(uintptr(mfd), name)
+	n, err := copyFd(mem, fd)
+	if err != nil {
+		mem.Close()
+		return source{unseen: "cannot read the script " + name + ": " + err.Error()}, nil
+	}
+	var s source
+	if n > maxText {
+		s.unseen = fmt.Sprintf("the script %s is larger than %d bytes", name, maxText)
+	} else {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(io.NewSectionReader(mem, 0, n), buf); err != nil {
+			mem.Close()
+			return source{}, fmt.Errorf("relay the script %s: %w", name, err)
+		}
+		s.text = string(buf)
+	}
+	f, err := relay(mem, n)
+	if err != nil {
+		return source{}, fmt.Errorf("relay the script %s: %w", name, err)
+	}
+	defer f.Close()
+	// Dup3 without O_CLOEXEC: the fd must reach the shell as it was.
+	if err := unix.Dup3(int(f.Fd()), fd, 0); err != nil {
+		return source{}, fmt.Errorf("relay the script %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// findScript is [readScript] for a name that is not a file descriptor.
+func findScript(name, cwd string, getenv func(string) string) (source, error) {
 	candidates := []string{name}
 	if !strings.Contains(name, "/") {
 		for _, dir := range filepath.SplitList(getenv("PATH")) {
@@ -86,7 +162,8 @@ func readScript(name, cwd string, getenv func(string) string) (source, error) {
 
 // readStdin reads a script from fd 0 without taking it from the shell: a
 // regular file is read in place (bash reads it from the same offset), a
-// pipe is read to its end and relayed through a memory file.
+// pipe is read to its end and relayed through a new pipe (a memory file
+// when it is too large for one).
 func readStdin(inv Invocation, e *Env) (source, error) {
 	if e.Closed(0) {
 		return source{passThrough: true}, nil
@@ -115,36 +192,136 @@ func readStdin(inv Invocation, e *Env) (source, error) {
 		}
 		return source{text: string(buf[:n])}, nil
 	}
-	// A pipe, a socket or a device: read it all and hand the shell a
-	// seekable copy. Commands that read the rest of their script see the
-	// same bytes.
+	// A pipe, a socket or a device: read it all, then hand the shell the
+	// same bytes again, on a pipe when they fit in one.
 	mfd, err := unix.MemfdCreate("undosh-stdin", unix.MFD_CLOEXEC)
 	if err != nil {
 		return source{}, fmt.Errorf("relay standard input: %w", err)
 	}
 	mem := os.NewFile(uintptr(mfd), "/dev/stdin")
-	in := os.NewFile(uintptr(fd), "/dev/stdin")
-	n, err := io.Copy(mem, in)
+	n, err := copyFd(mem, fd)
 	if err != nil {
 		mem.Close()
 		return source{}, fmt.Errorf("relay standard input: %w", err)
 	}
-	if _, err := mem.Seek(0, io.SeekStart); err != nil {
+	if n == 0 {
+		// Nothing was read: fd 0 is at its end already and can stay as
+		// it is (/dev/null stays /dev/null).
 		mem.Close()
-		return source{}, fmt.Errorf("relay standard input: %w", err)
+		return source{}, nil
 	}
-	s := source{stdin: mem}
+	var s source
 	if n > maxText {
 		s.unseen = "the script on standard input is larger than 1 MiB"
-		return s, nil
+	} else {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(io.NewSectionReader(mem, 0, n), buf); err != nil {
+			mem.Close()
+			return source{}, fmt.Errorf("relay standard input: %w", err)
+		}
+		s.text = string(buf)
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(io.NewSectionReader(mem, 0, n), buf); err != nil {
-		mem.Close()
+	s.stdin, err = relay(mem, n)
+	if err != nil {
 		return source{}, fmt.Errorf("relay standard input: %w", err)
 	}
-	s.text = string(buf)
 	return s, nil
+}
+
+// copyFd copies fd to its end into w. It reads fd with plain system calls:
+// an *os.File for fd 0 would close it when collected.
+func copyFd(w io.Writer, fd int) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		k, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			// The caller left fd non-blocking: wait for data.
+			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if k == 0 {
+			return n, nil
+		}
+		if _, err := w.Write(buf[:k]); err != nil {
+			return n, err
+		}
+		n += int64(k)
+	}
+}
+
+// relay returns what the shell gets as fd 0 in place of the n bytes read
+// from a pipe, now held in mem. It is a pipe holding them, with its write
+// end closed, when they fit in one: the shell then reads its script byte
+// by byte as it reads a pipe, and a command that reads the rest of stdin
+// consumes what it reads (head on a seekable file would seek back, and the
+// shell would run the lines head printed). Otherwise it is mem itself,
+// rewound. relay closes mem unless it returns it.
+func relay(mem *os.File, n int64) (*os.File, error) {
+	if f, ok := pipeOf(mem, n); ok {
+		mem.Close()
+		return f, nil
+	}
+	if _, err := mem.Seek(0, io.SeekStart); err != nil {
+		mem.Close()
+		return nil, err
+	}
+	return mem, nil
+}
+
+// pipeOf copies the n bytes of mem into a new pipe and returns its read
+// end, or false when the pipe cannot hold them all.
+func pipeOf(mem *os.File, n int64) (*os.File, bool) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, false
+	}
+	r, w := p[0], p[1]
+	fail := func() (*os.File, bool) {
+		unix.Close(r)
+		unix.Close(w)
+		return nil, false
+	}
+	size, err := unix.FcntlInt(uintptr(w), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		return fail()
+	}
+	if int64(size) < n {
+		if n > 1<<30 {
+			return fail()
+		}
+		// Past /proc/sys/fs/pipe-max-size this needs CAP_SYS_RESOURCE.
+		size, err = unix.FcntlInt(uintptr(w), unix.F_SETPIPE_SZ, int(n))
+		if err != nil || int64(size) < n {
+			return fail()
+		}
+	}
+	buf := make([]byte, 64<<10)
+	for off := int64(0); off < n; {
+		k, err := unix.Pread(int(mem.Fd()), buf[:min(int64(len(buf)), n-off)], off)
+		if err != nil || k == 0 {
+			return fail()
+		}
+		for b := buf[:k]; len(b) > 0; {
+			m, err := unix.Write(w, b)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return fail()
+			}
+			b = b[m:]
+		}
+		off += int64(k)
+	}
+	unix.Close(w)
+	return os.NewFile(uintptr(r), "/dev/stdin"), true
 }
 
 func isTerminal(fd int) bool {

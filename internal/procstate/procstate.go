@@ -3,7 +3,7 @@
 // its own handlers, and execve then resets them to the default), the
 // signal mask, and closed standard fds (the runtime opens /dev/null on
 // them, golang/go#60641). A C constructor records them before the runtime
-// starts; [Exec] and [Files] hand them to the real shell.
+// starts; [Exec], [StartProcess] and [Files] hand them to the real shell.
 //
 // Importing this package makes the binary use cgo. Callers must call
 // [Ignore] early in main, before any signal.Notify, so that a signal the
@@ -68,12 +68,7 @@ func Files() []*os.File {
 // only on failure.
 func Exec(path string, argv, env []string) error {
 	runtime.LockOSThread()
-	var mask unix.Sigset_t
-	for s := 1; s <= 64; s++ {
-		if Blocked(syscall.Signal(s)) {
-			mask.Val[(s-1)/64] |= 1 << ((uint(s) - 1) % 64)
-		}
-	}
+	mask := callerMask()
 	for fd := range 3 {
 		if Closed(fd) {
 			unix.Close(fd)
@@ -87,6 +82,34 @@ func Exec(path string, argv, env []string) error {
 	unix.PthreadSigmask(unix.SIG_SETMASK, &empty, nil)
 	runtime.UnlockOSThread()
 	return err
+}
+
+// StartProcess starts a child as [os.StartProcess] does, with the
+// caller's signal mask. The Go runtime unblocks the signals it needs on
+// its threads (SIGTERM, SIGINT, SIGHUP, …), and a child starts with the
+// mask of the thread that forked it: without this, a signal the caller
+// blocked would arrive unblocked in the child.
+func StartProcess(name string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	mask := callerMask()
+	var old unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &mask, &old); err != nil {
+		return nil, err
+	}
+	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	return os.StartProcess(name, argv, attr)
+}
+
+// callerMask is the signal mask the caller gave undosh.
+func callerMask() unix.Sigset_t {
+	var mask unix.Sigset_t
+	for s := 1; s <= 64; s++ {
+		if Blocked(syscall.Signal(s)) {
+			mask.Val[(s-1)/64] |= 1 << ((uint(s) - 1) % 64)
+		}
+	}
+	return mask
 }
 
 // DieBy ends the process by sig, with the signal's default action, so that
