@@ -58,6 +58,19 @@ func (r *run) protect() int {
 	return r.protectGit(rec, start)
 }
 
+// protectSession runs a session fed one command at a time on a pipe as
+// one step: the workspace is checkpointed first and the commands run as
+// they come. Judging each command as it comes belongs to the interactive
+// proxy (pty/); until then this is the protection that does not hang.
+func (r *run) protectSession() int {
+	start := time.Now()
+	r.dec = policy.Decision{Class: policy.Git, Verdict: policy.Run, Rollback: policy.RollbackNever,
+		Roots: classify.WorkspaceRoots(r.cwd, r.env["HOME"])}
+	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: "(commands on standard input, one at a time) " + clip(r.src.text, 200),
+		Class: policy.Git.String(), Verdict: policy.Run.String()}
+	return r.protectGit(rec, start)
+}
+
 // commandText is the step as the journal shows it.
 func (r *run) commandText() string {
 	switch r.inv.Mode {
@@ -300,7 +313,14 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 	if r.src.stdin != nil {
 		files[0] = r.src.stdin
 	}
+	if r.src.session {
+		e.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", step.ID, step.ID))
+		go feedSession(r.src.feed, []byte(r.src.text))
+	}
 	st, err := runChild(r.real, e.Argv, env, files, e.Ignored)
+	if r.src.session {
+		r.src.stdin.Close()
+	}
 	if err != nil {
 		step.Abandon()
 		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
@@ -317,6 +337,8 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		failure = "failed (killed by " + unix.SignalName(st.sig) + ")"
 	case st.code != 0:
 		failure = fmt.Sprintf("failed (exit %d)", st.code)
+	case r.src.session:
+		// No one command's failure can be told apart: keep everything.
 	case d.Verify != "" && d.Rollback == policy.RollbackOnFailure:
 		vcode, out := r.verify()
 		ok := vcode == 0
@@ -328,7 +350,7 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		}
 	}
 	rec.Outcome = journal.Kept
-	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(stores) > 0 {
+	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(stores) > 0 && !r.src.session {
 		r.rollback(j, step, stores, &rec, failure)
 	}
 	rec.Duration = ms(time.Since(start))

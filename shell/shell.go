@@ -162,6 +162,9 @@ func (r *run) main() int {
 		r.cwd = ""
 	}
 	r.env = environ(e.Environ)
+	if r.src.session {
+		return r.protectSession()
+	}
 	o := classify.Options{Policy: pol, Cwd: r.cwd, Env: r.env, POSIX: r.inv.POSIX, Unseen: r.src.unseen}
 	res := classify.Decide(r.src.text, o)
 	if res.Decision.SyntaxErr != "" && r.src.unseen == "" && bashRejects(r.real, r.inv, r.src) {

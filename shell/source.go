@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,7 +31,18 @@ type source struct {
 	stdin *os.File
 	// script is the script file read, for `bash -n`.
 	script string
+	// session: standard input is a pipe that went quiet before its end,
+	// as when a harness writes one command at a time and waits for its
+	// output. text holds what came so far; the rest is relayed to the
+	// shell as it comes (see [feedSession]).
+	session bool
+	feed    *os.File // the write end of stdin's pipe, for a session
 }
+
+// quiet is how long a pipe on standard input may stay silent, before its
+// end, until undosh takes it for a session fed one command at a time
+// rather than a script: waiting for the end would wait for ever.
+const quiet = 300 * time.Millisecond
 
 // readSource reads the commands of inv.
 func readSource(inv Invocation, e *Env) (source, error) {
@@ -200,6 +212,9 @@ func readStdin(inv Invocation, e *Env) (source, error) {
 	}
 	mem := os.NewFile(uintptr(mfd), "/dev/stdin")
 	n, err := copyFd(mem, fd)
+	if errors.Is(err, errQuiet) {
+		return sessionSource(mem, n)
+	}
 	if err != nil {
 		mem.Close()
 		return source{}, fmt.Errorf("relay standard input: %w", err)
@@ -228,19 +243,25 @@ func readStdin(inv Invocation, e *Env) (source, error) {
 	return s, nil
 }
 
-// copyFd copies fd to its end into w. It reads fd with plain system calls:
-// an *os.File for fd 0 would close it when collected.
+// errQuiet: the input went quiet for [quiet] before its end.
+var errQuiet = errors.New("standard input went quiet before its end")
+
+// copyFd copies fd to its end into w, or until it stays silent for
+// [quiet] (errQuiet). It reads fd with plain system calls: an *os.File for
+// fd 0 would close it when collected.
 func copyFd(w io.Writer, fd int) (int64, error) {
 	buf := make([]byte, 64<<10)
 	var n int64
 	for {
-		k, err := unix.Read(fd, buf)
+		ready, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(quiet/time.Millisecond))
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if errors.Is(err, unix.EAGAIN) {
-			// The caller left fd non-blocking: wait for data.
-			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+		if err == nil && ready == 0 {
+			return n, errQuiet
+		}
+		k, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
 			continue
 		}
 		if err != nil {
@@ -322,6 +343,50 @@ func pipeOf(mem *os.File, n int64) (*os.File, bool) {
 	}
 	unix.Close(w)
 	return os.NewFile(uintptr(r), "/dev/stdin"), true
+}
+
+// sessionSource is a session on standard input: the n bytes that came so
+// far are in mem, and the shell gets a pipe that [feedSession] fills.
+func sessionSource(mem *os.File, n int64) (source, error) {
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(io.NewSectionReader(mem, 0, n), buf); err != nil {
+		mem.Close()
+		return source{}, fmt.Errorf("relay standard input: %w", err)
+	}
+	mem.Close()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return source{}, fmt.Errorf("relay standard input: %w", err)
+	}
+	return source{session: true, text: string(buf), stdin: os.NewFile(uintptr(p[0]), "/dev/stdin"),
+		feed: os.NewFile(uintptr(p[1]), "stdin-feed")}, nil
+}
+
+// feedSession writes what came so far, then everything that comes on fd 0
+// until its end, into w, and closes w. It returns when the shell stops
+// reading (EPIPE) too.
+func feedSession(w *os.File, first []byte) {
+	defer w.Close()
+	if _, err := w.Write(first); err != nil {
+		return
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := unix.Read(0, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			unix.Poll([]unix.PollFd{{Fd: 0, Events: unix.POLLIN}}, -1)
+			continue
+		}
+		if err != nil || k == 0 {
+			return
+		}
+		if _, err := w.Write(buf[:k]); err != nil {
+			return
+		}
+	}
 }
 
 func isTerminal(fd int) bool {

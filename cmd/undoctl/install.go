@@ -14,16 +14,21 @@ import (
 )
 
 var installUsage = map[string]string{
-	"install": `usage: undoctl install [--root DIR] [--undosh PATH] [--user NAME] [--sh]
+	"install": `usage: undoctl install [--root DIR] [--undosh PATH] [--fast PATH | --no-fast] [--user NAME] [--sh]
 
 Make undosh the shell: the real bash moves to /usr/lib/undosh/real/bash
 (a dpkg diversion where dpkg is installed, so bash upgrades land there),
-and /bin/bash and /usr/bin/bash become links to /usr/lib/undosh/undosh.
+and /bin/bash and /usr/bin/bash become links to /usr/lib/undosh/undosh-fast,
+a small C front end that runs the real bash for plainly read-only steps and
+/usr/lib/undosh/undosh for the rest (with --no-fast, links to undosh itself).
 Every change is recorded in /etc/undosh/install.json for undoctl uninstall.
-Run again, it updates the undosh binary and adds what is asked for.
+Run again, it updates the binaries and adds what is asked for.
 
   --root DIR     act on the tree at DIR (an image, a chroot) instead of /
   --undosh PATH  the undosh binary to install (default: undosh next to undoctl)
+  --fast PATH    the undosh-fast front end to install (default: undosh-fast
+                 next to undoctl if it is there, else keep what is installed)
+  --no-fast      no front end: bash is undosh itself (removes an installed one)
   --user NAME    make undosh (/bin/bash) the login shell of NAME
   --sh           take over /bin/sh too; the real sh goes to /usr/lib/undosh/real/sh
 `,
@@ -31,16 +36,19 @@ Run again, it updates the undosh binary and adds what is asked for.
 
 Put back everything undoctl install changed, newest change first, from
 /etc/undosh/install.json: the real shells, the diversions, login shells,
-/etc/shells and /etc/undosh/shells; then remove /usr/lib/undosh.
+/etc/shells and /etc/undosh/shells; then remove /usr/lib/undosh (undosh
+and undosh-fast).
 
   --root DIR     act on the tree at DIR instead of /
 `,
 	"doctor": `usage: undoctl doctor [--root DIR] [--user NAME] [--json]
 
-Report what is installed, the real shells undosh will run, a login shell,
-the policy in force, the state directory, and what undosh does with a
-file-changing and a machine-changing command. Exits 1 when something is
-wrong, saying how to fix it.
+Report what is installed (whether bash is undosh through the undosh-fast
+front end or undosh directly), the real shells undosh will run, a login
+shell, the policy in force, the state directory and whether a classifier
+serves it, and what undosh does with a file-changing and a machine-changing
+command. Exits 1 when something is wrong, saying how to fix it. It never
+starts a classifier: the first call through undosh-fast does.
 
   --root DIR     look at the tree at DIR instead of /
   --user NAME    the user whose login shell and state to check (default: you)
@@ -70,6 +78,8 @@ func installCmd(name string, args []string, io stdio, getenv func(string) string
 	switch name {
 	case "install":
 		fs.StringVar(&o.Undosh, "undosh", "", "the undosh binary")
+		fs.StringVar(&o.Fast, "fast", "", "the undosh-fast front end")
+		fs.BoolVar(&o.NoFast, "no-fast", false, "no front end")
 		fs.StringVar(&o.User, "user", "", "the user whose login shell becomes undosh")
 		fs.BoolVar(&o.Sh, "sh", false, "take over /bin/sh too")
 	case "doctor":
@@ -79,8 +89,12 @@ func installCmd(name string, args []string, io stdio, getenv func(string) string
 		fs.StringVar(&do.State, "state", "", "the state directory")
 	}
 	ops, err := parse(fs, args)
-	if err == nil && len(ops) > 0 {
+	switch {
+	case err != nil:
+	case len(ops) > 0:
 		err = &exit.UsageError{Msg: fmt.Sprintf("%s takes no arguments, only flags (got %q)", name, ops[0])}
+	case o.Fast != "" && o.NoFast:
+		err = &exit.UsageError{Msg: "--fast and --no-fast together: give one"}
 	}
 	if err != nil {
 		fmt.Fprint(io.err, installUsage[name])
@@ -97,21 +111,6 @@ func installCmd(name string, args []string, io stdio, getenv func(string) string
 	return runDoctor(do, asJSON, io)
 }
 
-// hinted prints an install error with its hint, as report prints policy
-// errors.
-type hinted struct{ e *install.Error }
-
-func (h hinted) Error() string { return h.e.Msg + "\nundoctl: hint: " + h.e.Hint }
-func (h hinted) Unwrap() error { return h.e }
-
-func withHint(err error) error {
-	var e *install.Error
-	if errors.As(err, &e) && e.Hint != "" {
-		return hinted{e}
-	}
-	return err
-}
-
 func where(root string) string {
 	if root == "/" {
 		return ""
@@ -121,18 +120,25 @@ func where(root string) string {
 
 func runInstall(o install.Options, io stdio) error {
 	if err := install.CheckRoot(o.Root, os.Geteuid()); err != nil {
-		return withHint(err)
+		return err
 	}
-	if o.Undosh == "" {
+	if o.Undosh == "" || (o.Fast == "" && !o.NoFast) {
 		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find undoctl's own path: %w", err)
 		}
-		o.Undosh = filepath.Join(filepath.Dir(exe), "undosh")
+		if o.Undosh == "" {
+			o.Undosh = filepath.Join(filepath.Dir(exe), "undosh")
+		}
+		// The front end is optional: without one next to undoctl,
+		// install keeps what is installed.
+		if fast := filepath.Join(filepath.Dir(exe), "undosh-fast"); o.Fast == "" && !o.NoFast && exists(fast) {
+			o.Fast = fast
+		}
 	}
 	res, err := install.Install(o)
 	if err != nil {
-		return withHint(err)
+		return err
 	}
 	switch {
 	case !res.Already:
@@ -145,13 +151,18 @@ func runInstall(o install.Options, io stdio) error {
 	return nil
 }
 
+func exists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
+
 func runUninstall(o install.Options, io stdio) error {
 	if err := install.CheckRoot(o.Root, os.Geteuid()); err != nil {
-		return withHint(err)
+		return err
 	}
 	res, err := install.Uninstall(o)
 	if err != nil {
-		return withHint(err)
+		return err
 	}
 	if res.Already {
 		fmt.Fprintf(io.out, "undosh is not installed%s (no %s): nothing to do\n", where(res.Root), install.RecordFile)
@@ -164,7 +175,7 @@ func runUninstall(o install.Options, io stdio) error {
 func runDoctor(o install.DoctorOptions, asJSON bool, io stdio) error {
 	rep, err := install.Doctor(o)
 	if err != nil {
-		return withHint(err)
+		return err
 	}
 	if asJSON {
 		if err := printJSON(io.out, rep); err != nil {
@@ -216,6 +227,16 @@ func printReport(w io.Writer, rep install.Report) {
 		line("undosh", "%s is not undosh", b.Path)
 	default:
 		line("undosh", "%s (version %s)", b.Path, b.Version)
+	}
+	switch f := rep.Fast; {
+	case f.Installed && !f.Present:
+		line("front end", "%s missing", f.Path)
+	case f.Present && !f.OK:
+		line("front end", "%s is not undosh-fast", f.Path)
+	case f.Installed:
+		line("front end", "%s (undosh-fast: bash asks the classifier, then runs the real bash or undosh)", f.Path)
+	case rep.Record != nil:
+		line("front end", "none: bash is undosh directly (undoctl install --fast PATH adds undosh-fast)")
 	}
 	for _, p := range rep.Paths {
 		line(p.Path, "%s", p.Is)
@@ -270,6 +291,17 @@ func printReport(w io.Writer, rep install.Report) {
 		}
 		line("state", "%s (%s, %s, %d workspaces, %d checkpoints, %d journal steps)",
 			s.Dir, wr, size(s.Bytes), s.Workspaces, s.Checkpoints, s.Steps)
+	}
+	switch c := rep.Classifier; {
+	case c.Socket == "":
+	case c.Running && c.PID > 0:
+		line("classifier", "running, pid %d (%s)", c.PID, c.Socket)
+	case c.Running:
+		line("classifier", "running (%s)", c.Socket)
+	case rep.Fast.Installed:
+		line("classifier", "not running (%s); the first call through undosh-fast starts it", c.Socket)
+	default:
+		line("classifier", "not running (%s); only undosh-fast starts and asks it", c.Socket)
 	}
 	for _, e := range rep.Examples {
 		cls := ""

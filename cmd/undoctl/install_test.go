@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/undosh/undosh/internal/install"
 )
 
 // build builds one of the commands into a directory anyone can read.
@@ -36,11 +39,67 @@ func build(t *testing.T, pkg, name string) string {
 	return out
 }
 
+// buildFast builds the undosh-fast front end with cc into a directory of
+// its own.
+func buildFast(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) here: the undosh-fast front end cannot be built")
+	}
+	out := filepath.Join(t.TempDir(), "undosh-fast")
+	if b, err := exec.Command(cc, "-O2", "-o", out, "../../front/undosh-fast.c").CombinedOutput(); err != nil {
+		t.Fatalf("cc front/undosh-fast.c: %v\n%s", err, b)
+	}
+	return out
+}
+
 func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = run(args, stdio{in: strings.NewReader(""), out: &out, err: &errb}, func(string) string { return "" })
 	return out.String(), errb.String(), code
+}
+
+// smallRoot makes a usrmerged tree with bash, sh -> dash, a passwd and
+// /etc/shells.
+func smallRoot(t *testing.T) string {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash here")
+	}
+	data, err := os.ReadFile(bash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for _, d := range []string{"usr/bin", "usr/lib", "etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []struct {
+		name string
+		data string
+		mode os.FileMode
+	}{
+		{"usr/bin/bash", string(data), 0o755},
+		{"usr/bin/dash", "dash stand-in\n", 0o755},
+		{"etc/passwd", "root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/sh\n", 0o644},
+		{"etc/shells", "/bin/sh\n", 0o644},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(root, f.name), []byte(f.data), f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range [][2]string{{"bin", "usr/bin"}, {"usr/bin/sh", "dash"}} {
+		if err := os.Symlink(l[1], filepath.Join(root, l[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
 
 func tree(t *testing.T, root string) map[string]string {
@@ -79,41 +138,8 @@ func tree(t *testing.T, root string) map[string]string {
 // TestInstallCLI installs the real undosh into a usrmerged tree, checks it
 // with doctor, installs again, and uninstalls.
 func TestInstallCLI(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash here")
-	}
-	data, err := os.ReadFile(bash)
-	if err != nil {
-		t.Fatal(err)
-	}
 	undosh := build(t, "github.com/undosh/undosh/cmd/undosh", "undosh")
-	root := t.TempDir()
-	for _, d := range []string{"usr/bin", "usr/lib", "etc"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	files := []struct {
-		name string
-		data string
-		mode os.FileMode
-	}{
-		{"usr/bin/bash", string(data), 0o755},
-		{"usr/bin/dash", "dash stand-in\n", 0o755},
-		{"etc/passwd", "root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/sh\n", 0o644},
-		{"etc/shells", "/bin/sh\n", 0o644},
-	}
-	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(root, f.name), []byte(f.data), f.mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, l := range [][2]string{{"bin", "usr/bin"}, {"usr/bin/sh", "dash"}} {
-		if err := os.Symlink(l[1], filepath.Join(root, l[0])); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root := smallRoot(t)
 	before := tree(t, root)
 
 	out, errs, code := cli(t, "install", "--root", root, "--undosh", undosh, "--user", "agent", "--sh")
@@ -198,5 +224,179 @@ func TestInstallNeedsRoot(t *testing.T) {
 		if code != 1 || stderr != want {
 			t.Errorf("undoctl %s as a user: exit %d, stderr\n%s\nwant exit 1 and\n%s", cmd, code, stderr, want)
 		}
+	}
+}
+
+// TestInstallCLIFast installs undosh with its front end, checks doctor,
+// switches the front end off and on, and uninstalls.
+func TestInstallCLIFast(t *testing.T) {
+	undosh := build(t, "github.com/undosh/undosh/cmd/undosh", "undosh")
+	fast := buildFast(t)
+	root := smallRoot(t)
+	state := filepath.Join(t.TempDir(), "state")
+	before := tree(t, root)
+
+	out, errs, code := cli(t, "install", "--root", root, "--undosh", undosh, "--fast", fast, "--sh")
+	want := `installed undosh at /usr/lib/undosh/undosh
+installed undosh-fast at /usr/lib/undosh/undosh-fast
+moved /bin/bash to /usr/lib/undosh/real/bash
+/bin/bash -> /usr/lib/undosh/undosh-fast (so is /usr/bin/bash)
+/usr/lib/undosh/real/sh -> /usr/bin/dash (the real sh)
+/bin/sh -> /usr/lib/undosh/undosh-fast (so is /usr/bin/sh)
+wrote /etc/undosh/shells
+undosh is installed in ` + root + `; /etc/undosh/install.json records every change (undoctl uninstall puts them back)
+`
+	if code != 0 || errs != "" {
+		t.Fatalf("install: exit %d\n%s%s", code, out, errs)
+	}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("install output (-want +got):\n%s", diff)
+	}
+	if got, err := filepath.EvalSymlinks(filepath.Join(root, "usr/lib/undosh/undosh-fast")); err != nil || got != filepath.Join(root, "usr/lib/undosh/undosh-fast") {
+		t.Errorf("the front end: %s, %v", got, err)
+	}
+	if l, _ := os.Readlink(filepath.Join(root, "usr/bin/bash")); l != "/usr/lib/undosh/undosh-fast" {
+		t.Errorf("usr/bin/bash -> %s, want /usr/lib/undosh/undosh-fast", l)
+	}
+
+	doctor := func(lines ...string) {
+		t.Helper()
+		out, errs, code := cli(t, "doctor", "--root", root, "--state", state)
+		if code != 0 || errs != "" || !strings.HasSuffix(out, "\nhealthy\n") {
+			t.Errorf("doctor: exit %d\n%s%s", code, out, errs)
+		}
+		for _, line := range lines {
+			if !strings.Contains(out, line) {
+				t.Errorf("doctor output lacks %q:\n%s", line, out)
+			}
+		}
+	}
+	doctor("front end:      /usr/lib/undosh/undosh-fast (undosh-fast: bash asks the classifier, then runs the real bash or undosh)\n",
+		"/bin/bash:      undosh through undosh-fast (a link to /usr/lib/undosh/undosh-fast)\n",
+		"/bin/sh:        undosh through undosh-fast (a link to /usr/lib/undosh/undosh-fast)\n",
+		"real bash:      /usr/lib/undosh/real/bash (GNU bash ",
+		"classifier:     not running ("+state+"/run/classify.sock); the first call through undosh-fast starts it\n")
+
+	out, _, code = cli(t, "install", "--root", root, "--undosh", undosh, "--fast", fast, "--sh")
+	if code != 0 || out != "undosh is installed in "+root+" already; nothing to change\n" {
+		t.Errorf("second install: exit %d\n%s", code, out)
+	}
+
+	out, errs, code = cli(t, "install", "--root", root, "--undosh", undosh, "--no-fast")
+	want = `/bin/bash -> /usr/lib/undosh/undosh (was /usr/lib/undosh/undosh-fast)
+/bin/sh -> /usr/lib/undosh/undosh (was /usr/lib/undosh/undosh-fast)
+removed /usr/lib/undosh/undosh-fast
+undosh was installed in ` + root + ` already; updated as above
+`
+	if diff := cmp.Diff(want, out); code != 0 || errs != "" || diff != "" {
+		t.Errorf("install --no-fast: exit %d, stderr %q (-want +got):\n%s", code, errs, diff)
+	}
+	doctor("front end:      none: bash is undosh directly (undoctl install --fast PATH adds undosh-fast)\n",
+		"/bin/bash:      undosh (a link to /usr/lib/undosh/undosh)\n",
+		"classifier:     not running ("+state+"/run/classify.sock); only undosh-fast starts and asks it\n")
+	out, _, code = cli(t, "install", "--root", root, "--undosh", undosh, "--no-fast")
+	if code != 0 || !strings.HasSuffix(out, "nothing to change\n") {
+		t.Errorf("install --no-fast again: exit %d\n%s", code, out)
+	}
+
+	out, errs, code = cli(t, "install", "--root", root, "--undosh", undosh, "--fast", fast)
+	want = `installed undosh-fast at /usr/lib/undosh/undosh-fast
+/bin/bash -> /usr/lib/undosh/undosh-fast (was /usr/lib/undosh/undosh)
+/bin/sh -> /usr/lib/undosh/undosh-fast (was /usr/lib/undosh/undosh)
+undosh was installed in ` + root + ` already; updated as above
+`
+	if diff := cmp.Diff(want, out); code != 0 || errs != "" || diff != "" {
+		t.Errorf("install --fast again: exit %d, stderr %q (-want +got):\n%s", code, errs, diff)
+	}
+
+	out, errs, code = cli(t, "uninstall", "--root", root)
+	if code != 0 || !strings.HasSuffix(out, "undosh is uninstalled in "+root+": everything it changed is back\n") {
+		t.Errorf("uninstall: exit %d\n%s%s", code, out, errs)
+	}
+	if diff := cmp.Diff(before, tree(t, root)); diff != "" {
+		t.Errorf("uninstall left the tree different (-before +after):\n%s", diff)
+	}
+}
+
+// TestInstallDefaults: undoctl installs the undosh and undosh-fast next to
+// it; without an undosh-fast there, it keeps what is installed.
+func TestInstallDefaults(t *testing.T) {
+	undoctl := build(t, ".", "undoctl")
+	dir := filepath.Dir(undoctl)
+	for name, from := range map[string]string{
+		"undosh":      build(t, "github.com/undosh/undosh/cmd/undosh", "undosh"),
+		"undosh-fast": buildFast(t),
+	} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := smallRoot(t)
+	before := tree(t, root)
+	undoctlRun := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(undoctl, args...)
+		var errb bytes.Buffer
+		c.Stderr = &errb
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("undoctl %s: %v\n%s%s", strings.Join(args, " "), err, out, errb.String())
+		}
+		return string(out)
+	}
+	bashLink := func() string {
+		l, _ := os.Readlink(filepath.Join(root, "usr/bin/bash"))
+		return l
+	}
+
+	out := undoctlRun("install", "--root", root)
+	if !strings.Contains(out, "installed undosh-fast at /usr/lib/undosh/undosh-fast\n") || bashLink() != "/usr/lib/undosh/undosh-fast" {
+		t.Errorf("install without flags: bash -> %s\n%s", bashLink(), out)
+	}
+	undoctlRun("install", "--root", root, "--no-fast")
+	if bashLink() != "/usr/lib/undosh/undosh" {
+		t.Errorf("install --no-fast: bash -> %s", bashLink())
+	}
+	if err := os.Remove(filepath.Join(dir, "undosh-fast")); err != nil {
+		t.Fatal(err)
+	}
+	if out := undoctlRun("install", "--root", root); !strings.HasSuffix(out, "nothing to change\n") || bashLink() != "/usr/lib/undosh/undosh" {
+		t.Errorf("install with no undosh-fast next to undoctl: bash -> %s\n%s", bashLink(), out)
+	}
+	undoctlRun("uninstall", "--root", root)
+	if diff := cmp.Diff(before, tree(t, root)); diff != "" {
+		t.Errorf("uninstall left the tree different (-before +after):\n%s", diff)
+	}
+}
+
+// TestReportHint: an error with a Hint method, wrapped or not, gets its
+// hint line from report.
+func TestReportHint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"install error", &install.Error{Msg: "no bash", Fix: "install bash"},
+			"undoctl: error: no bash\nundoctl: hint: install bash\n"},
+		{"wrapped", fmt.Errorf("in /img: %w", &install.Error{Msg: "no bash", Fix: "install bash"}),
+			"undoctl: error: in /img: no bash\nundoctl: hint: install bash\n"},
+		{"no advice", &install.Error{Msg: "no bash"}, "undoctl: error: no bash\n"},
+		{"plain", errors.New("boom"), "undoctl: error: boom\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			report(&b, tt.err)
+			if b.String() != tt.want {
+				t.Errorf("report = %q, want %q", b.String(), tt.want)
+			}
+		})
 	}
 }

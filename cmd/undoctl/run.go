@@ -55,12 +55,15 @@ checkpoints:
   status               the workspace, the store, and what is left out
 
 installation:
-  install [--user NAME] [--sh] [--root DIR]
-                       make undosh the agent's bash (and login shell, and sh)
+  install [--undosh PATH] [--fast PATH | --no-fast] [--user NAME] [--sh] [--root DIR]
+                       make undosh the agent's bash, through its fast front
+                       end undosh-fast (and login shell, and sh)
   uninstall [--root DIR]
                        put everything back
-  doctor [--root DIR]  what is installed, the policy in force, the state
-                       directory, and what undosh will do with a command
+  doctor [--root DIR] [--user NAME] [--json]
+                       what is installed (bash as undosh-fast or undosh), the
+                       classifier, the policy in force, the state directory,
+                       and what undosh will do with a command
 
   version              print the version
 
@@ -88,6 +91,7 @@ func run(args []string, io stdio, getenv func(string) string) int {
 func report(w io.Writer, err error) {
 	var le *policy.LoadError
 	var ee *classify.ExamplesError
+	var he interface{ Hint() string }
 	switch {
 	case errors.As(err, &le):
 		fmt.Fprintf(w, "undoctl: error: %s\n", le.Error())
@@ -99,6 +103,8 @@ func report(w io.Writer, err error) {
 			fmt.Fprintf(w, "undoctl: error: %s\n", f.Error())
 		}
 		fmt.Fprintf(w, "undoctl: hint: fix the rule that decides it, or the example; `undoctl explain --policy FILE 'CMD'` shows every reason\n")
+	case errors.As(err, &he) && he.Hint() != "":
+		fmt.Fprintf(w, "undoctl: error: %v\nundoctl: hint: %s\n", err, he.Hint())
 	default:
 		fmt.Fprintf(w, "undoctl: error: %v\n", err)
 	}

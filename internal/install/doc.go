@@ -5,6 +5,12 @@
 // [Install] does, in this order, recording each change first:
 //
 //   - copies the undosh binary to /usr/lib/undosh/undosh;
+//   - with Options.Fast, copies the undosh-fast front end (front/) to
+//     /usr/lib/undosh/undosh-fast: the shells then link to it rather than
+//     to undosh, and it asks the resident classifier whether to exec the
+//     real shell or undosh (it finds undosh next to itself). A later run
+//     with Options.NoFast points them at undosh again and removes it; a
+//     run with neither keeps what is there;
 //   - moves the real bash to /usr/lib/undosh/real/bash (the same base
 //     name, so /proc/PID/comm of the real shell stays "bash") and makes
 //     its name a symlink to undosh. Where the root has dpkg, the path the
@@ -31,18 +37,23 @@
 // (/etc/undosh/install.json) before it is made, and the record is marked
 // complete only at the end of a run, so [Uninstall] can undo any run, even
 // one cut short, newest change first; each undo copes with its change not
-// having happened. Every path is taken inside the root, following
-// symlinks inside it the way chroot would, so acting on an image never
-// touches the files of the machine undoctl runs on. Files are replaced by
-// temp file, fsync, rename and fsync of the directory, keeping their mode
-// and owner.
+// having happened. A link "to undosh" may point at undosh or at the
+// front end, since a later run switches it: undoing it accepts either,
+// and Uninstall points the shells at undosh before it removes the front
+// end, so no shell ever leads to nothing. Every path is taken inside the
+// root, following symlinks inside it the way chroot would, so acting on
+// an image never touches the files of the machine undoctl runs on. Files
+// are replaced by temp file, fsync, rename and fsync of the directory,
+// keeping their mode and owner.
 //
 // Callers acting on this machine's / must be root: [CheckRoot] says so,
 // and Install and Uninstall check it again.
 //
-// [Doctor] changes nothing: it reports the record, the shell paths, the
-// diversions, the real shells undosh will find, a login shell, the policy
-// in force, the state directory, and what undosh does with a
-// file-changing and a machine-changing command, with a list of problems
-// and their fixes.
+// [Doctor] changes nothing: it reports the record, the front end, the
+// shell paths (undosh directly or through the front end), the
+// diversions, the real shells undosh will find (never undosh or the front
+// end), a login shell, the policy in force, the state directory, whether
+// a classifier serves it, and what undosh does with a file-changing and a
+// machine-changing command, with a list of problems and their fixes. It
+// never starts a classifier: the first call through the front end does.
 package install

@@ -6,9 +6,12 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +48,7 @@ type Report struct {
 	Installed     bool           `json:"installed"`
 	Record        *RecordInfo    `json:"record,omitempty"`
 	Binary        BinaryInfo     `json:"binary"`
+	Fast          FastInfo       `json:"fast"`
 	Paths         []PathInfo     `json:"paths"`
 	Diversions    []Diversion    `json:"diversions"`
 	Real          []RealShell    `json:"real_shells"`
@@ -52,6 +56,7 @@ type Report struct {
 	LoginIsUndosh bool           `json:"login_is_undosh"`
 	Policy        PolicyInfo     `json:"policy"`
 	State         StateInfo      `json:"state"`
+	Classifier    ClassifierInfo `json:"classifier"`
 	Examples      []ExampleCheck `json:"examples"`
 	Problems      []Problem      `json:"problems"`
 }
@@ -74,11 +79,24 @@ type BinaryInfo struct {
 	Version string `json:"version,omitempty"`
 }
 
+// FastInfo is the undosh-fast front end.
+type FastInfo struct {
+	Path string `json:"path"`
+	// Installed reports that the install record holds it.
+	Installed bool `json:"installed"`
+	Present   bool `json:"present"`
+	// OK reports that the file is undosh-fast.
+	OK bool `json:"ok"`
+}
+
 // PathInfo is one of the shell paths undosh takes over.
 type PathInfo struct {
-	Path   string `json:"path"`
-	Is     string `json:"is"`
-	Undosh bool   `json:"undosh"`
+	Path string `json:"path"`
+	Is   string `json:"is"`
+	// Undosh reports that the path leads to undosh, directly or through
+	// the front end; Fast, through the front end.
+	Undosh bool `json:"undosh"`
+	Fast   bool `json:"fast"`
 }
 
 // Diversion is a dpkg diversion of a shell path.
@@ -116,6 +134,16 @@ type StateInfo struct {
 	Workspaces  int    `json:"workspaces"`
 	Checkpoints int    `json:"checkpoints"`
 	Steps       int    `json:"journal_steps"`
+}
+
+// ClassifierInfo is the resident classifier of the state directory, which
+// undosh-fast asks and starts. Doctor never starts it.
+type ClassifierInfo struct {
+	// Socket is where it listens; "" when there is no state directory.
+	Socket  string `json:"socket,omitempty"`
+	Running bool   `json:"running"`
+	// PID is its process id, from run/classify.pid, when it is running.
+	PID int `json:"pid,omitempty"`
 }
 
 // ExampleCheck is what undosh would do with one command.
@@ -174,12 +202,14 @@ func Doctor(o DoctorOptions) (Report, error) {
 	d := &doctor{r: r, o: o, rep: &Report{Root: r.dir, Paths: []PathInfo{}, Diversions: []Diversion{}, Problems: []Problem{}}}
 	rec := d.record()
 	d.binary()
+	d.fast(rec)
 	d.paths(rec)
 	d.diversions(rec)
 	d.realShells()
 	d.login(rec)
 	p := d.policy()
 	d.state()
+	d.classifier()
 	d.examples(p)
 	return *d.rep, nil
 }
@@ -235,15 +265,42 @@ func (d *doctor) binary() {
 	}
 }
 
+func (d *doctor) fast(rec *Record) {
+	f := &d.rep.Fast
+	f.Path = FastBinary
+	f.Installed = rec != nil && rec.hasFast()
+	h, err := d.r.target(FastBinary)
+	if err != nil {
+		return
+	}
+	if st, err := os.Stat(h); err == nil && st.Mode().IsRegular() {
+		f.Present = true
+		f.OK = isFastFile(h)
+	}
+	if !f.Installed {
+		return
+	}
+	fix := "undoctl install --fast PATH puts it back, or undoctl install --no-fast goes without it"
+	switch {
+	case !f.Present:
+		d.problem("%s is missing: bash leads to nothing, every command run through it fails", fix, FastBinary)
+	case !f.OK:
+		d.problem("%s is not undosh-fast", fix, FastBinary)
+	}
+}
+
 func (d *doctor) paths(rec *Record) {
 	sh := d.rep.Record != nil && d.rep.Record.Sh
 	for _, p := range append(append([]string{}, BashPaths...), ShPaths...) {
 		if _, ok := d.r.entryOf(p); !ok {
 			continue
 		}
-		info := PathInfo{Path: p, Undosh: d.r.isUndosh(p)}
+		info := PathInfo{Path: p, Undosh: d.r.isUndosh(p), Fast: d.r.isFast(p)}
 		info.Is = d.r.describe(p)
-		if info.Undosh {
+		switch {
+		case info.Fast:
+			info.Is = "undosh through undosh-fast (" + info.Is + ")"
+		case info.Undosh:
 			info.Is = "undosh (" + info.Is + ")"
 		}
 		d.rep.Paths = append(d.rep.Paths, info)
@@ -334,7 +391,9 @@ func (d *doctor) realShells() {
 				continue
 			}
 			st, err := os.Stat(h)
-			if err != nil || st.IsDir() || st.Mode()&0o111 == 0 || d.r.isUndosh(c.path) || isUndoshBinary(h) == nil {
+			// undosh skips the front end too (undosh-fast names itself
+			// in $UNDOSH_FRONT): it is never the real shell.
+			if err != nil || st.IsDir() || st.Mode()&0o111 == 0 || d.r.isUndosh(c.path) || isUndoshBinary(h) == nil || isFastFile(h) {
 				continue
 			}
 			rs.Path, rs.From = c.path, c.from
@@ -343,7 +402,7 @@ func (d *doctor) realShells() {
 		}
 		d.rep.Real = append(d.rep.Real, rs)
 		if rs.Path == "" {
-			d.problem("undosh cannot find the real %s (tried %s; each is missing or is undosh)",
+			d.problem("undosh cannot find the real %s (tried %s; each is missing, undosh or undosh-fast)",
 				fmt.Sprintf("undoctl uninstall, then undoctl install, puts the real %s back in place", pers), pers, strings.Join(tried, ", "))
 		}
 	}
@@ -520,6 +579,59 @@ func (d *doctor) state() {
 		si.Checkpoints += countCheckpoints(filepath.Dir(s))
 	}
 	si.Steps = countLines(filepath.Join(si.Dir, "journal.jsonl"))
+}
+
+// classifier says whether a classifier serves the state directory. It
+// asks the socket rather than trusting the pid file, which a classifier
+// killed by a signal leaves behind.
+func (d *doctor) classifier() {
+	ci := &d.rep.Classifier
+	if d.rep.State.Dir == "" {
+		return
+	}
+	ci.Socket = filepath.Join(d.rep.State.Dir, "run", "classify.sock")
+	if len(ci.Socket) >= maxSocketPath && d.rep.Fast.Installed {
+		d.problem("the classifier's socket %s is too long for a Unix socket: undosh-fast hands every step to undosh, which is slower",
+			"set UNDOSH_STATE_DIR to a shorter path", ci.Socket)
+	}
+	ci.Running = classifierAnswers(ci.Socket)
+	if !ci.Running {
+		return
+	}
+	if b, err := os.ReadFile(filepath.Join(d.rep.State.Dir, "run", "classify.pid")); err == nil {
+		ci.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+}
+
+// maxSocketPath is the size of sun_path on Linux, with the final NUL.
+const maxSocketPath = 108
+
+// pingRequest is a request with no argv, in the wire format of
+// shell/serve.go ("UNDOSHQ1", the payload's length, then argc 0, envc 0
+// and an empty cwd): the classifier answers it ('U' and undosh's path)
+// without deciding anything, so asking it is harmless and needs no
+// credentials.
+const pingRequest = "UNDOSHQ1\x0c\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
+
+// classifierAnswers reports whether a classifier listens at sock and
+// answers a request.
+func classifierAnswers(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return false
+	}
+	if _, err := io.WriteString(c, pingRequest); err != nil {
+		return false
+	}
+	var verdict [1]byte
+	if _, err := io.ReadFull(c, verdict[:]); err != nil {
+		return false
+	}
+	return verdict[0] == 'U' || verdict[0] == 'E'
 }
 
 // countCheckpoints counts the checkpoints of one store by walking its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"debug/buildinfo"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,8 +21,12 @@ import (
 // Where undosh lives inside a root. ConfigFile is the file the shell
 // package reads (shell.ConfigFile).
 const (
-	LibDir     = "/usr/lib/undosh"
-	Binary     = LibDir + "/undosh"
+	LibDir = "/usr/lib/undosh"
+	Binary = LibDir + "/undosh"
+	// FastBinary is the undosh-fast front end (front/undosh-fast.c),
+	// which the shells link to when it is installed: it finds undosh
+	// next to itself.
+	FastBinary = LibDir + "/undosh-fast"
 	RealDir    = LibDir + "/real"
 	RealBash   = RealDir + "/bash"
 	RealSh     = RealDir + "/sh"
@@ -47,6 +52,13 @@ type Options struct {
 	Root string
 	// Undosh is the undosh binary to install (a path on this machine).
 	Undosh string
+	// Fast is the undosh-fast front end to install (a path on this
+	// machine) and make the shells link to. "" keeps what is installed:
+	// the front end of an earlier run, or none.
+	Fast string
+	// NoFast removes an installed front end: the shells link to undosh
+	// again.
+	NoFast bool
 	// User is a user whose login shell becomes undosh.
 	User string
 	// Sh takes over /bin/sh too.
@@ -68,13 +80,17 @@ type Result struct {
 
 // Error is a refusal, with advice for the operator.
 type Error struct {
-	Msg  string
-	Hint string
-	Err  error
+	Msg string
+	// Fix says what to do about it; Hint returns it.
+	Fix string
+	Err error
 }
 
 func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Hint returns the advice, for the `undoctl: hint: …` line.
+func (e *Error) Hint() string { return e.Fix }
 
 // ErrNotRoot is a change to this machine by a user who is not root.
 var ErrNotRoot = errors.New("not root")
@@ -88,7 +104,7 @@ func CheckRoot(root string, uid int) error {
 	}
 	if r.live() && uid != 0 {
 		return &Error{Msg: "this changes /bin/bash, /usr/bin/bash and /etc of this machine: it must run as root",
-			Hint: "run it as root (sudo), or act on another tree (an image, a chroot) with --root DIR", Err: ErrNotRoot}
+			Fix: "run it as root (sudo), or act on another tree (an image, a chroot) with --root DIR", Err: ErrNotRoot}
 	}
 	return nil
 }
@@ -115,7 +131,10 @@ type Action struct {
 	Newline bool `json:"newline,omitempty"`
 }
 
-// The operations of actions.
+// The operations of actions. A link "to undosh" (opTakeover, and opLink
+// with Target Binary) points at Binary, or at FastBinary while the front
+// end is installed: a later run switches it, so undoing one accepts
+// either.
 const (
 	opDir      = "mkdir"       // created a directory
 	opFile     = "write"       // wrote a file (Data: what it held)
@@ -134,7 +153,9 @@ type Record struct {
 	Complete bool      `json:"complete"`
 	Time     time.Time `json:"time"`
 	Undosh   string    `json:"undosh_sha256"`
-	Actions  []Action  `json:"actions"`
+	// Fast is the sha256 of the installed front end, "" for none.
+	Fast    string   `json:"undosh_fast_sha256,omitempty"`
+	Actions []Action `json:"actions"`
 }
 
 // LoadRecord reads the install record of root; it returns nil, nil when
@@ -165,7 +186,7 @@ func loadRecord(r fsRoot) (*Record, error) {
 			err = fmt.Errorf("version %d", rec.Version)
 		}
 		return nil, &Error{Msg: fmt.Sprintf("the install record %s is damaged: %v", RecordFile, err),
-			Hint: "undoctl cannot know what to undo; compare with a fresh machine by hand", Err: err}
+			Fix: "undoctl cannot know what to undo; compare with a fresh machine by hand", Err: err}
 	}
 	return &rec, nil
 }
@@ -237,18 +258,31 @@ func (in *installer) has(match func(Action) bool) bool {
 }
 
 // isUndosh reports whether p, followed inside the root, is the installed
-// undosh binary.
+// undosh binary or its front end.
 func (r fsRoot) isUndosh(p string) bool {
+	return r.is(p, Binary) || r.isFast(p)
+}
+
+// isFast reports whether p, followed inside the root, is the installed
+// front end.
+func (r fsRoot) isFast(p string) bool { return r.is(p, FastBinary) }
+
+// is reports whether p and installed, followed inside the root, are one
+// file.
+func (r fsRoot) is(p, installed string) bool {
 	t, err := r.resolve(p, true)
 	if err != nil {
 		return false
 	}
-	b, err := r.resolve(Binary, true)
+	b, err := r.resolve(installed, true)
 	if err != nil {
 		return false
 	}
 	return t == b || sameFile(r.host(t), r.host(b))
 }
+
+// isEntry reports whether a link target is one of undosh's entry points.
+func isEntry(target string) bool { return target == Binary || target == FastBinary }
 
 // isLoginUndosh reports whether the login shell is undosh as bash: undosh
 // started as sh (/bin/sh taken over) passes every command through.
@@ -268,6 +302,18 @@ func Install(o Options) (Result, error) {
 	if err := CheckRoot(r.dir, os.Geteuid()); err != nil {
 		return res, err
 	}
+	if o.Fast != "" && o.NoFast {
+		return res, &Error{Msg: "a front end to install and none at once",
+			Fix: "give either --fast PATH or --no-fast"}
+	}
+	// The front end first: a refusal of a binary named by default is
+	// more useful than one about undosh.
+	var fast []byte
+	if o.Fast != "" {
+		if fast, err = readFast(o.Fast); err != nil {
+			return res, err
+		}
+	}
 	bin, err := readUndosh(o.Undosh)
 	if err != nil {
 		return res, err
@@ -278,7 +324,7 @@ func Install(o Options) (Result, error) {
 	}
 	if rec != nil && !rec.Complete {
 		return res, &Error{Msg: fmt.Sprintf("a previous install or uninstall was cut short (%s is not complete)", RecordFile),
-			Hint: "run undoctl uninstall to put everything back, then install again"}
+			Fix: "run undoctl uninstall to put everything back, then install again"}
 	}
 	in := &installer{r: r, rec: rec, log: o.Log}
 	if in.log == nil {
@@ -303,7 +349,7 @@ func Install(o Options) (Result, error) {
 		for _, p := range BashPaths {
 			if _, ok := r.entryOf(p); ok && !in.r.isUndosh(p) {
 				return res, &Error{Msg: fmt.Sprintf("undosh is installed, but %s is not undosh any more (%s)", p, in.r.describe(p)),
-					Hint: "a package upgrade or another program replaced it; see undoctl doctor, then undoctl uninstall and install again"}
+					Fix: "a package upgrade or another program replaced it; see undoctl doctor, then undoctl uninstall and install again"}
 			}
 		}
 	}
@@ -336,12 +382,27 @@ func Install(o Options) (Result, error) {
 	if err := in.installBinary(bin); err != nil {
 		return res, err
 	}
+	switch {
+	case fast != nil:
+		if err := in.installFast(fast); err != nil {
+			return res, err
+		}
+	case o.NoFast:
+		if err := in.removeFast(); err != nil {
+			return res, err
+		}
+	}
 	for _, p := range []*plan{bash, sh} {
 		if p != nil {
 			if err := in.takeover(p); err != nil {
 				return res, err
 			}
 		}
+	}
+	// The links of an earlier run, after a switch to or from the front
+	// end.
+	if err := in.relink(in.entry()); err != nil {
+		return res, err
 	}
 	if err := in.writeConfig(); err != nil {
 		return res, err
@@ -366,17 +427,17 @@ func Install(o Options) (Result, error) {
 func readUndosh(name string) ([]byte, error) {
 	hint := "build it (go build -o DIR/ ./cmd/undosh) and name it with --undosh PATH, or put it next to undoctl"
 	if name == "" {
-		return nil, &Error{Msg: "no undosh binary given", Hint: hint}
+		return nil, &Error{Msg: "no undosh binary given", Fix: hint}
 	}
 	st, err := os.Stat(name)
 	if err != nil {
-		return nil, &Error{Msg: fmt.Sprintf("undosh binary %s: %v", name, errors.Unwrap(err)), Hint: hint, Err: err}
+		return nil, &Error{Msg: fmt.Sprintf("undosh binary %s: %v", name, errors.Unwrap(err)), Fix: hint, Err: err}
 	}
 	if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-		return nil, &Error{Msg: fmt.Sprintf("undosh binary %s: not an executable file", name), Hint: hint}
+		return nil, &Error{Msg: fmt.Sprintf("undosh binary %s: not an executable file", name), Fix: hint}
 	}
 	if err := isUndoshBinary(name); err != nil {
-		return nil, &Error{Msg: fmt.Sprintf("%s is not undosh: %v", name, err), Hint: hint, Err: err}
+		return nil, &Error{Msg: fmt.Sprintf("%s is not undosh: %v", name, err), Fix: hint, Err: err}
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
@@ -396,6 +457,81 @@ func isUndoshBinary(name string) error {
 		return fmt.Errorf("it is %s", bi.Path)
 	}
 	return nil
+}
+
+// maxFast bounds the size of a front end: undosh-fast is a few kilobytes
+// of C (a static build, under a megabyte).
+const maxFast = 4 << 20
+
+// classifierName is the argv[0] with which undosh-fast starts undosh as
+// the classifier (shell.ClassifierName): a string every build of the
+// front end holds.
+const classifierName = "undosh-classifier"
+
+// readFast reads the front end to install, refusing anything that is not
+// undosh-fast.
+func readFast(name string) ([]byte, error) {
+	hint := "build it (cc -O2 -o DIR/undosh-fast front/undosh-fast.c) and name it with --fast PATH, or install without it: --no-fast"
+	st, err := os.Stat(name)
+	if err != nil {
+		return nil, &Error{Msg: fmt.Sprintf("undosh-fast binary %s: %v", name, errors.Unwrap(err)), Fix: hint, Err: err}
+	}
+	if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return nil, &Error{Msg: fmt.Sprintf("undosh-fast binary %s: not an executable file", name), Fix: hint}
+	}
+	data, err := readFastFile(name)
+	var nf *notFastError
+	if errors.As(err, &nf) {
+		return nil, &Error{Msg: fmt.Sprintf("%s is not undosh-fast: %s", name, nf.why), Fix: hint, Err: err}
+	}
+	return data, err
+}
+
+// notFastError is the error of readFastFile for a file that is no front
+// end; its others are I/O errors.
+type notFastError struct{ why string }
+
+func (e *notFastError) Error() string { return "not undosh-fast: " + e.why }
+
+// readFastFile reads the file at host path name and checks that it is
+// undosh-fast: an ELF program that is not a Go one (undosh itself holds
+// the classifier's name too) and that starts the classifier by name.
+// That is cheap (no run, so it works for another architecture's image)
+// and holds for any compiler and flags: the name is a C string the front
+// end passes to execve.
+func readFastFile(name string) ([]byte, error) {
+	notFast := func(format string, a ...any) error {
+		return &notFastError{why: fmt.Sprintf(format, a...)}
+	}
+	if bi, err := buildinfo.ReadFile(name); err == nil {
+		return nil, notFast("it is the Go program %s", bi.Path)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFast+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > maxFast {
+		return nil, notFast("it is over %d MB", maxFast>>20)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
+		return nil, notFast("not an ELF program")
+	}
+	if !bytes.Contains(data, []byte(classifierName+"\x00")) {
+		return nil, notFast("it does not start %s", classifierName)
+	}
+	return data, nil
+}
+
+// isFastFile reports whether the file at host path name is undosh-fast.
+func isFastFile(name string) bool {
+	_, err := readFastFile(name)
+	return err == nil
 }
 
 // describe says what p is, for messages.
@@ -469,11 +605,11 @@ func (in *installer) plan(shell string, paths []string, real string, bash *plan)
 	}
 	if primary < 0 {
 		return nil, &Error{Msg: fmt.Sprintf("no %s in %s: %s missing", shell, r.dir, strings.Join(paths, " and ")+" are"),
-			Hint: fmt.Sprintf("install %s in that root first", shell)}
+			Fix: fmt.Sprintf("install %s in that root first", shell)}
 	}
 	p := &plan{shell: shell, path: fs[primary].path, real: real, entry: fs[primary].e}
 	notRecorded := &Error{Msg: fmt.Sprintf("%s is undosh already, but there is no install record (%s)", p.path, RecordFile),
-		Hint: "it was not installed by undoctl install, or the record was removed: put the real shell back by hand first"}
+		Fix: "it was not installed by undoctl install, or the record was removed: put the real shell back by hand first"}
 	tgt, err := r.resolve(p.path, true)
 	if err != nil {
 		return nil, err
@@ -486,14 +622,14 @@ func (in *installer) plan(shell string, paths []string, real string, bash *plan)
 		tgt = RealBash
 	}
 	if fs[primary].st.Mode().IsRegular() {
-		if isUndoshBinary(r.host(tgt)) == nil {
+		if isUndoshBinary(r.host(tgt)) == nil || isFastFile(r.host(tgt)) {
 			return nil, notRecorded
 		}
 	} else {
 		st, err := os.Stat(r.host(tgt))
 		if err != nil || !st.Mode().IsRegular() {
 			return nil, &Error{Msg: fmt.Sprintf("%s is a link to %s, which is not a file", p.path, r.readlink(p.path)),
-				Hint: fmt.Sprintf("repair %s first", p.path)}
+				Fix: fmt.Sprintf("repair %s first", p.path)}
 		}
 		p.old = r.readlink(p.path)
 		p.linkTo = tgt
@@ -524,7 +660,7 @@ func (in *installer) plan(shell string, paths []string, real string, bash *plan)
 			p.links = append(p.links, Action{Op: opLink, Path: f.path, Target: Binary, Shell: shell, Existed: true, Old: r.readlink(f.path)})
 		default:
 			return nil, &Error{Msg: fmt.Sprintf("%s and %s are two different files", p.path, f.path),
-				Hint: fmt.Sprintf("make %s a link to %s (or remove it) first: undoctl install takes over one real %s", f.path, p.path, shell)}
+				Fix: fmt.Sprintf("make %s a link to %s (or remove it) first: undoctl install takes over one real %s", f.path, p.path, shell)}
 		}
 	}
 	if in.dpkg != nil && p.linkTo == "" {
@@ -544,7 +680,7 @@ func (in *installer) plan(shell string, paths []string, real string, bash *plan)
 		}
 		if by != "" {
 			return nil, &Error{Msg: fmt.Sprintf("%s is already diverted to %s by %s", p.divert, to, strings.ToLower(by)),
-				Hint: fmt.Sprintf("dpkg-divert --list shows it; remove that diversion (dpkg-divert --remove %s) if it is a leftover", p.divert)}
+				Fix: fmt.Sprintf("dpkg-divert --list shows it; remove that diversion (dpkg-divert --remove %s) if it is a leftover", p.divert)}
 		}
 		p.path = p.divert
 	}
@@ -555,7 +691,7 @@ func (in *installer) plan(shell string, paths []string, real string, bash *plan)
 	}
 	if _, err := r.lstat(real); err == nil {
 		return nil, &Error{Msg: fmt.Sprintf("%s exists, but there is no install record (%s)", real, RecordFile),
-			Hint: fmt.Sprintf("a leftover of an earlier install: put it back at %s or remove it, then run undoctl install again", p.path)}
+			Fix: fmt.Sprintf("a leftover of an earlier install: put it back at %s or remove it, then run undoctl install again", p.path)}
 	}
 	return p, nil
 }
@@ -662,6 +798,108 @@ func (in *installer) installBinary(bin []byte) error {
 	return nil
 }
 
+// hasFast reports whether the record holds the front end.
+func (rec *Record) hasFast() bool {
+	for _, a := range rec.Actions {
+		if a.Op == opFile && a.Path == FastBinary {
+			return true
+		}
+	}
+	return false
+}
+
+// entry returns what the shells link to: the front end when it is
+// installed, else undosh.
+func (in *installer) entry() string {
+	if in.rec.hasFast() {
+		return FastBinary
+	}
+	return Binary
+}
+
+// installFast installs or updates the front end. It is written before any
+// link is made to it, so no shell ever points at nothing.
+func (in *installer) installFast(data []byte) error {
+	sum := sha256.Sum256(data)
+	in.rec.Fast = hex.EncodeToString(sum[:])
+	verb := "installed"
+	if in.rec.hasFast() {
+		verb = "updated"
+	}
+	wrote, err := in.writeFile(FastBinary, data, 0o755)
+	if err != nil {
+		return err
+	}
+	if wrote {
+		in.say("%s undosh-fast at %s", verb, FastBinary)
+	}
+	return nil
+}
+
+// removeFast points the shells at undosh again, then removes the front
+// end and drops it from the record.
+func (in *installer) removeFast() error {
+	i := -1
+	for j, a := range in.rec.Actions {
+		if a.Op == opFile && a.Path == FastBinary {
+			i = j
+		}
+	}
+	if i < 0 {
+		return nil
+	}
+	if err := in.begin(); err != nil {
+		return err
+	}
+	if err := in.relink(Binary); err != nil {
+		return err
+	}
+	// The file goes before its action: a run cut short in between
+	// leaves an action whose undo copes with the file being gone,
+	// never a file nothing will remove.
+	if err := in.undo(in.rec.Actions[i]); err != nil {
+		return err
+	}
+	in.rec.Actions = append(in.rec.Actions[:i:i], in.rec.Actions[i+1:]...)
+	in.rec.Fast = ""
+	return in.save()
+}
+
+// shellLinks returns the paths the record made links to undosh.
+func (in *installer) shellLinks() []string {
+	var out []string
+	for _, a := range in.rec.Actions {
+		if a.Op == opTakeover || (a.Op == opLink && a.Shell != "" && a.Target == Binary) {
+			out = append(out, a.Path)
+		}
+	}
+	return out
+}
+
+// relink points every link to undosh the record made at to (Binary or
+// FastBinary), each in one rename. A link that leads elsewhere (a package
+// upgrade replaced it) is left for doctor to report.
+func (in *installer) relink(to string) error {
+	for _, p := range in.shellLinks() {
+		cur := in.r.readlink(p)
+		if cur == to || !isEntry(cur) {
+			continue
+		}
+		h, err := in.r.at(p)
+		if err != nil {
+			return err
+		}
+		if err := in.begin(); err != nil {
+			return err
+		}
+		if err := symlinkAtomic(to, h); err != nil {
+			return err
+		}
+		in.say("%s -> %s (was %s)", p, to, cur)
+	}
+	return nil
+}
+
 func (in *installer) writeConfig() error {
 	var b strings.Builder
 	b.WriteString("# The real shells undosh runs, written by undoctl install.\n")
@@ -684,6 +922,7 @@ func (in *installer) writeConfig() error {
 // goes missing.
 func (in *installer) takeover(p *plan) error {
 	r := in.r
+	to := in.entry()
 	at := func(q string) (string, error) { return r.at(q) }
 	src, err := at(p.path)
 	if err != nil {
@@ -706,7 +945,7 @@ func (in *installer) takeover(p *plan) error {
 				return err
 			}
 		}
-		if err := symlinkAtomic(Binary, src); err != nil {
+		if err := symlinkAtomic(to, src); err != nil {
 			return err
 		}
 		in.say("moved %s to %s", p.path, p.real)
@@ -721,7 +960,7 @@ func (in *installer) takeover(p *plan) error {
 		}
 		in.say("%s -> %s (the real %s)", p.real, p.linkTo, p.shell)
 		if err := in.step(Action{Op: opLink, Path: p.path, Target: Binary, Shell: p.shell, Existed: true, Old: p.old}, func() error {
-			return symlinkAtomic(Binary, src)
+			return symlinkAtomic(to, src)
 		}); err != nil {
 			return err
 		}
@@ -730,16 +969,16 @@ func (in *installer) takeover(p *plan) error {
 	if len(p.same) > 0 {
 		also = " (so is " + strings.Join(p.same, ", ") + ")"
 	}
-	in.say("%s -> %s%s", p.path, Binary, also)
+	in.say("%s -> %s%s", p.path, to, also)
 	for _, a := range p.links {
 		h, err := at(a.Path)
 		if err != nil {
 			return err
 		}
-		if err := in.step(a, func() error { return symlinkAtomic(Binary, h) }); err != nil {
+		if err := in.step(a, func() error { return symlinkAtomic(to, h) }); err != nil {
 			return err
 		}
-		in.say("%s -> %s", a.Path, Binary)
+		in.say("%s -> %s", a.Path, to)
 	}
 	return nil
 }

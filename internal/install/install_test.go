@@ -7,15 +7,19 @@ package install
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -54,6 +58,35 @@ func undoshBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(buildDir, "undosh")
+}
+
+var (
+	fastOnce sync.Once
+	fastErr  error
+)
+
+// fastBinary builds the undosh-fast front end once, with cc.
+func fastBinary(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) here: the undosh-fast front end cannot be built")
+	}
+	undoshBinary(t) // makes buildDir
+	name := filepath.Join(buildDir, "front", "undosh-fast")
+	fastOnce.Do(func() {
+		if fastErr = os.Mkdir(filepath.Dir(name), 0o755); fastErr != nil {
+			return
+		}
+		out, err := exec.Command(cc, "-O2", "-o", name, "../../front/undosh-fast.c").CombinedOutput()
+		if err != nil {
+			fastErr = fmt.Errorf("cc front/undosh-fast.c: %v\n%s", err, out)
+		}
+	})
+	if fastErr != nil {
+		t.Fatal(fastErr)
+	}
+	return name
 }
 
 // hostFile returns the content of a program of this machine, to copy into
@@ -478,7 +511,7 @@ func TestCheckRoot(t *testing.T) {
 				t.Errorf("CheckRoot(%q, %d) = %v, want %v", tt.root, tt.uid, err, tt.want)
 			}
 			var e *Error
-			if err != nil && (!errors.As(err, &e) || !strings.Contains(e.Hint, "--root")) {
+			if err != nil && (!errors.As(err, &e) || !strings.Contains(e.Hint(), "--root")) {
 				t.Errorf("CheckRoot: %v has no hint naming --root", err)
 			}
 		})
@@ -520,6 +553,20 @@ func TestRefusals(t *testing.T) {
 			symlink(t, Binary, filepath.Join(root, "bin/bash"))
 			return Options{Undosh: bin}
 		}, "is undosh already, but there is no install record"},
+		{"bash is the front end already", func(t *testing.T, root string) Options {
+			os.Remove(filepath.Join(root, "bin/bash"))
+			symlink(t, FastBinary, filepath.Join(root, "bin/bash"))
+			return Options{Undosh: bin}
+		}, "is undosh already, but there is no install record"},
+		{"the front end is bash", func(t *testing.T, root string) Options {
+			return Options{Undosh: bin, Fast: filepath.Join(root, "bin/bash")}
+		}, "is not undosh-fast: it does not start undosh-classifier"},
+		{"the front end is undosh", func(t *testing.T, root string) Options {
+			return Options{Undosh: bin, Fast: bin}
+		}, "is not undosh-fast: it is the Go program github.com/undosh/undosh/cmd/undosh"},
+		{"a front end and none", func(t *testing.T, root string) Options {
+			return Options{Undosh: bin, Fast: bin, NoFast: true}
+		}, "a front end to install and none at once"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -530,7 +577,7 @@ func TestRefusals(t *testing.T) {
 			before := snapshot(t, root)
 			_, err := Install(o)
 			var e *Error
-			if !errors.As(err, &e) || !strings.Contains(e.Msg, tt.want) || e.Hint == "" {
+			if !errors.As(err, &e) || !strings.Contains(e.Msg, tt.want) || e.Hint() == "" {
 				t.Fatalf("Install = %v, want an *Error with a hint saying %q", err, tt.want)
 			}
 			if diff := cmp.Diff(before, snapshot(t, root)); diff != "" {
@@ -856,6 +903,12 @@ func TestSharedNames(t *testing.T) {
 	if ConfigFile != shell.ConfigFile {
 		t.Errorf("ConfigFile = %s, shell reads %s", ConfigFile, shell.ConfigFile)
 	}
+	if classifierName != shell.ClassifierName {
+		t.Errorf("classifierName = %s, undosh answers to %s", classifierName, shell.ClassifierName)
+	}
+	if got, want := shell.SocketPath("/s"), "/s/run/classify.sock"; got != want {
+		t.Errorf("the classifier listens at %s; doctor asks %s", got, want)
+	}
 	j, err := journal.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -863,4 +916,399 @@ func TestSharedNames(t *testing.T) {
 	if filepath.Base(j.Path()) != "journal.jsonl" {
 		t.Errorf("the journal is %s; doctor counts steps in journal.jsonl", j.Path())
 	}
+}
+
+// leadsTo checks that every shell path there is in the root resolves to
+// want.
+func leadsTo(t *testing.T, r fsRoot, want string, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := r.lstat(p); err != nil {
+			continue
+		}
+		if got, err := r.resolve(p, true); err != nil || got != want {
+			t.Errorf("%s leads to %s (%v), want %s", p, got, err, want)
+		}
+	}
+}
+
+func sha(t *testing.T, name string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(readFile(t, name)))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestInstallFast installs the front end, installs again, switches it off
+// and on, and uninstalls: the root is as it was, byte for byte.
+func TestInstallFast(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		l    layout
+		sh   bool
+	}{
+		{"usrmerge, plain", layout{merged: true}, false},
+		{"usrmerge, dpkg, sh", layout{merged: true, dpkg: true}, true},
+		{"split /bin, plain, sh", layout{}, true},
+		{"split /bin, sh is bash", layout{shToBash: true}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bin, fast := undoshBinary(t), fastBinary(t)
+			root := makeRoot(t, tt.l)
+			r := mustRoot(t, root)
+			before := snapshot(t, root)
+			shells := BashPaths
+			if tt.sh {
+				shells = append(append([]string{}, BashPaths...), ShPaths...)
+			}
+			var log bytes.Buffer
+			on := Options{Root: root, Undosh: bin, Fast: fast, Sh: tt.sh, Log: &log}
+			off := Options{Root: root, Undosh: bin, NoFast: true, Sh: tt.sh, Log: &log}
+			keep := Options{Root: root, Undosh: bin, Sh: tt.sh, Log: &log}
+			install := func(o Options, changed bool) {
+				t.Helper()
+				snap := snapshot(t, root)
+				log.Reset()
+				res, err := Install(o)
+				if err != nil {
+					t.Fatalf("Install: %v\n%s", err, log.String())
+				}
+				if res.Changed != changed {
+					t.Errorf("Install changed %v, want %v; log:\n%s", res.Changed, changed, log.String())
+				}
+				if !changed {
+					if diff := cmp.Diff(snap, snapshot(t, root)); diff != "" {
+						t.Errorf("an install with nothing to do changed the root (-before +after):\n%s", diff)
+					}
+				}
+			}
+			doctor := func(fast bool) {
+				t.Helper()
+				rep, err := Doctor(DoctorOptions{Root: root})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rep.Problems) > 0 {
+					t.Errorf("doctor: %+v", rep.Problems)
+				}
+				if want := (FastInfo{Path: FastBinary, Installed: fast, Present: fast, OK: fast}); rep.Fast != want {
+					t.Errorf("doctor: front end %+v, want %+v", rep.Fast, want)
+				}
+				for _, p := range rep.Paths {
+					if strings.HasSuffix(p.Path, "/bash") && (!p.Undosh || p.Fast != fast) {
+						t.Errorf("doctor: %+v, want undosh, through the front end: %v", p, fast)
+					}
+				}
+				if rep.Real[0].Path != RealBash {
+					t.Errorf("doctor: real bash %+v, want %s", rep.Real[0], RealBash)
+				}
+			}
+
+			install(on, true)
+			leadsTo(t, r, FastBinary, shells...)
+			if readFile(t, r.host(FastBinary)) != readFile(t, fast) {
+				t.Errorf("%s is not the front end given", FastBinary)
+			}
+			if st, err := os.Lstat(r.host(FastBinary)); err != nil || st.Mode() != 0o755 {
+				t.Errorf("%s: %v, want a 0755 file", FastBinary, err)
+			}
+			if rec, err := LoadRecord(root); err != nil || rec.Fast != sha(t, fast) || !rec.Complete {
+				t.Errorf("record: %+v, %v; want the front end's sha256 %s", rec, err, sha(t, fast))
+			}
+			doctor(true)
+			install(on, false)
+			install(keep, false)
+
+			install(off, true)
+			leadsTo(t, r, Binary, shells...)
+			if _, err := os.Lstat(r.host(FastBinary)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still there after --no-fast: %v", FastBinary, err)
+			}
+			if rec, err := LoadRecord(root); err != nil || rec.Fast != "" || rec.hasFast() || !rec.Complete {
+				t.Errorf("record after --no-fast: %+v, %v; want no front end", rec, err)
+			}
+			doctor(false)
+			install(off, false)
+			install(keep, false)
+
+			install(on, true)
+			leadsTo(t, r, FastBinary, shells...)
+			doctor(true)
+
+			log.Reset()
+			if _, err := Uninstall(on); err != nil {
+				t.Fatalf("Uninstall: %v\n%s", err, log.String())
+			}
+			if diff := cmp.Diff(before, snapshot(t, root)); diff != "" {
+				t.Errorf("uninstall left the root different (-before +after):\n%s\nlog:\n%s", diff, log.String())
+			}
+		})
+	}
+}
+
+// TestInstallFastLater: the front end added to an install made without
+// it comes after the shells in the record; uninstall points the shells
+// back at undosh before it removes it.
+func TestInstallFastLater(t *testing.T) {
+	t.Parallel()
+	root := makeRoot(t, layout{merged: true})
+	before := snapshot(t, root)
+	o := Options{Root: root, Undosh: undoshBinary(t), Sh: true}
+	if _, err := Install(o); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	o.Fast, o.Log = fastBinary(t), &log
+	res, err := Install(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Already || !res.Changed {
+		t.Errorf("Install = %+v, want already installed, changed", res)
+	}
+	want := "installed undosh-fast at /usr/lib/undosh/undosh-fast\n" +
+		"/bin/bash -> /usr/lib/undosh/undosh-fast (was /usr/lib/undosh/undosh)\n" +
+		"/bin/sh -> /usr/lib/undosh/undosh-fast (was /usr/lib/undosh/undosh)\n"
+	if diff := cmp.Diff(want, log.String()); diff != "" {
+		t.Errorf("adding the front end (-want +got):\n%s", diff)
+	}
+	log.Reset()
+	if _, err := Uninstall(o); err != nil {
+		t.Fatal(err)
+	}
+	first := "/bin/bash -> /usr/lib/undosh/undosh (was /usr/lib/undosh/undosh-fast)\n" +
+		"/bin/sh -> /usr/lib/undosh/undosh (was /usr/lib/undosh/undosh-fast)\n" +
+		"removed /usr/lib/undosh/undosh-fast\n"
+	if !strings.HasPrefix(log.String(), first) {
+		t.Errorf("uninstall began:\n%s\nwant\n%s", log.String(), first)
+	}
+	if diff := cmp.Diff(before, snapshot(t, root)); diff != "" {
+		t.Errorf("uninstall (-before +after):\n%s", diff)
+	}
+}
+
+// TestFastRuns runs the installed front end, as itself and as bash: it
+// hands the step to the installed undosh, which runs the moved bash.
+func TestFastRuns(t *testing.T) {
+	t.Parallel()
+	root := makeRoot(t, layout{merged: true})
+	if _, err := Install(Options{Root: root, Undosh: undoshBinary(t), Fast: fastBinary(t)}); err != nil {
+		t.Fatal(err)
+	}
+	r := mustRoot(t, root)
+	want, err := exec.Command(r.host(RealBash), "-c", "echo $BASH_VERSION").Output()
+	if err != nil || len(want) < 7 {
+		t.Fatalf("the moved bash does not run: %q, %v", want, err)
+	}
+	// The root's /usr/bin/bash is an absolute link, which leads out of
+	// the root here: a link elsewhere stands in for it. undosh-fast
+	// finds undosh next to the file it is, not to its name.
+	bash := filepath.Join(t.TempDir(), "bash")
+	if err := os.Symlink(r.host(FastBinary), bash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{r.host(FastBinary), bash} {
+		stateDir := t.TempDir()
+		cmd := exec.Command(p, "-c", "echo $BASH_VERSION")
+		cmd.Dir = t.TempDir()
+		// UNDOSH_NO_CLASSIFIER: every step goes to undosh, and no
+		// classifier is started to outlive the test.
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "UNDOSH_STATE_DIR=" + stateDir,
+			"UNDOSH_REAL_BASH=" + r.host(RealBash), "UNDOSH_NO_CLASSIFIER=1"}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s -c: %v\n%s", p, err, stderr.String())
+		}
+		if string(got) != string(want) || stderr.Len() > 0 {
+			t.Errorf("%s -c 'echo $BASH_VERSION' = %q, stderr %q; want %q", p, got, stderr.String(), want)
+		}
+		if _, err := os.Stat(filepath.Join(stateDir, "run", "classify.pid")); err == nil {
+			t.Errorf("%s started a classifier despite UNDOSH_NO_CLASSIFIER", p)
+		}
+	}
+}
+
+func TestReadFastFile(t *testing.T) {
+	t.Parallel()
+	fast := fastBinary(t)
+	data := []byte(readFile(t, fast))
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "bash"), hostFile(t, "bash"), 0o755)
+	write(t, filepath.Join(dir, "script"), []byte("#!/bin/sh\nexec undosh-classifier\x00\n"), 0o755)
+	write(t, filepath.Join(dir, "truncated"), data[:200], 0o755)
+	write(t, filepath.Join(dir, "big"), append(append([]byte{}, data...), make([]byte, maxFast)...), 0o755)
+	tests := []struct {
+		name, path string
+		want       string // "" for undosh-fast
+	}{
+		{"undosh-fast", fast, ""},
+		{"bash", filepath.Join(dir, "bash"), "it does not start undosh-classifier"},
+		{"undosh", undoshBinary(t), "it is the Go program github.com/undosh/undosh/cmd/undosh"},
+		{"a script naming the classifier", filepath.Join(dir, "script"), "not an ELF program"},
+		{"truncated", filepath.Join(dir, "truncated"), "not an ELF program"},
+		{"too big", filepath.Join(dir, "big"), "it is over 4 MB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := readFastFile(tt.path)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("readFastFile = %v, want undosh-fast", err)
+			case tt.want != "" && (!errors.As(err, new(*notFastError)) || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("readFastFile = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := readFast(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("readFast of a missing file = %v", err)
+	}
+	write(t, filepath.Join(dir, "plain"), data, 0o644)
+	if _, err := readFast(filepath.Join(dir, "plain")); err == nil || !strings.Contains(err.Error(), "not an executable file") {
+		t.Errorf("readFast of a file without x bits = %v", err)
+	}
+}
+
+// TestDoctorFast: doctor notices a front end that is gone or replaced,
+// and never takes one for the real bash.
+func TestDoctorFast(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, r fsRoot)
+		want  []string
+	}{
+		{"healthy", func(t *testing.T, r fsRoot) {}, nil},
+		{"front end missing", func(t *testing.T, r fsRoot) {
+			os.Remove(r.host(FastBinary))
+		}, []string{"/usr/lib/undosh/undosh-fast is missing: bash leads to nothing"}},
+		{"front end replaced", func(t *testing.T, r fsRoot) {
+			write(t, r.host(FastBinary), []byte("#!/bin/sh\n"), 0o755)
+		}, []string{"/usr/lib/undosh/undosh-fast is not undosh-fast"}},
+		{"copy as real bash", func(t *testing.T, r fsRoot) {
+			write(t, r.host("/opt/fast"), []byte(readFile(t, r.host(FastBinary))), 0o755)
+			write(t, r.host(ConfigFile), []byte("bash=/opt/fast\n"), 0o644)
+		}, nil},
+		{"deep state", func(t *testing.T, r fsRoot) {
+			if err := os.MkdirAll(r.host("/var/lib/undosh/"+strings.Repeat("d", 100)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"the classifier's socket "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := makeRoot(t, layout{merged: true})
+			if _, err := Install(Options{Root: root, Undosh: undoshBinary(t), Fast: fastBinary(t)}); err != nil {
+				t.Fatal(err)
+			}
+			r := mustRoot(t, root)
+			tt.setup(t, r)
+			o := DoctorOptions{Root: root}
+			if deep := r.host("/var/lib/undosh/" + strings.Repeat("d", 100)); isDir(deep) {
+				o.State = deep
+			}
+			rep, err := Doctor(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range rep.Problems {
+				got = append(got, p.What)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("problems:\n%s\nwant %d", strings.Join(got, "\n"), len(tt.want))
+			}
+			for i := range tt.want {
+				if !strings.HasPrefix(got[i], tt.want[i]) || rep.Problems[i].Fix == "" {
+					t.Errorf("problem %d = %+v, want %q…, with a fix", i, rep.Problems[i], tt.want[i])
+				}
+			}
+			if rep.Real[0].Path != RealBash {
+				t.Errorf("real bash %+v, want %s", rep.Real[0], RealBash)
+			}
+		})
+	}
+}
+
+// TestDoctorClassifier: doctor says whether a classifier serves the state
+// directory, and never starts one.
+func TestDoctorClassifier(t *testing.T) {
+	t.Parallel()
+	bin := undoshBinary(t)
+	root := makeRoot(t, layout{merged: true})
+	stateDir := filepath.Join(t.TempDir(), "state")
+	sock := filepath.Join(stateDir, "run", "classify.sock")
+	o := DoctorOptions{Root: root, State: stateDir}
+	rep, err := Doctor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ClassifierInfo{Socket: sock}); rep.Classifier != want {
+		t.Errorf("classifier = %+v, want %+v", rep.Classifier, want)
+	}
+	if _, err := os.Lstat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("doctor made the state directory: %v", err)
+	}
+
+	cmd := exec.Command(bin)
+	cmd.Args[0] = classifierName
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "UNDOSH_STATE_DIR=" + stateDir, "UNDOSH_CLASSIFIER_IDLE=1m"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	// The classifier writes its pid file after it listens.
+	pidFile := filepath.Join(stateDir, "run", "classify.pid")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the classifier did not start")
+		}
+	}
+	rep, err = Doctor(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ClassifierInfo{Socket: sock, Running: true, PID: cmd.Process.Pid}); rep.Classifier != want {
+		t.Errorf("classifier = %+v, want %+v", rep.Classifier, want)
+	}
+
+	// Something else listening there is not a classifier.
+	other := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(filepath.Join(other, "run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(other, "run", "classify.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	write(t, filepath.Join(other, "run", "classify.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	rep, err = Doctor(DoctorOptions{Root: root, State: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Classifier.Running {
+		t.Errorf("classifier = %+v, want not running", rep.Classifier)
+	}
+}
+
+func isDir(name string) bool {
+	st, err := os.Stat(name)
+	return err == nil && st.IsDir()
 }

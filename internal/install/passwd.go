@@ -69,7 +69,7 @@ func (r fsRoot) lookupUser(name string, uid int) (User, error) {
 		name = "uid " + strconv.Itoa(uid)
 	}
 	return User{}, &Error{Msg: fmt.Sprintf("no user %s in %s", name, PasswdFile),
-		Hint: "name a user of that passwd file with --user NAME (users from LDAP or NIS cannot be changed here)", Err: ErrNoUser}
+		Fix: "name a user of that passwd file with --user NAME (users from LDAP or NIS cannot be changed here)", Err: ErrNoUser}
 }
 
 // ErrNoUser is a user missing from the passwd file.
@@ -138,7 +138,7 @@ func (r fsRoot) lockPasswd() (func(), error) {
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EINTR) || time.Now().After(deadline) {
 			f.Close()
 			return nil, &Error{Msg: fmt.Sprintf("lock %s: %v", pwdLock, err),
-				Hint: "another program (useradd, chsh, passwd) is changing the users; try again when it is done", Err: err}
+				Fix: "another program (useradd, chsh, passwd) is changing the users; try again when it is done", Err: err}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

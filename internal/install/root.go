@@ -43,7 +43,7 @@ func newRoot(dir string) (fsRoot, error) {
 			err = pe.Err
 		}
 		return fsRoot{}, &Error{Msg: fmt.Sprintf("root %s: %v", dir, err),
-			Hint: "--root names the directory of the tree to act on (an image, a chroot)", Err: err}
+			Fix: "--root names the directory of the tree to act on (an image, a chroot)", Err: err}
 	}
 	return fsRoot{dir: real}, nil
 }

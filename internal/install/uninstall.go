@@ -36,13 +36,19 @@ func Uninstall(o Options) (Result, error) {
 		for _, p := range BashPaths {
 			if in.r.isUndosh(p) {
 				return res, &Error{Msg: fmt.Sprintf("%s is undosh, but there is no install record (%s)", p, RecordFile),
-					Hint: "it was not installed by undoctl install, or the record was removed: put the real bash back by hand (dpkg-divert --list shows any diversion)"}
+					Fix: "it was not installed by undoctl install, or the record was removed: put the real bash back by hand (dpkg-divert --list shows any diversion)"}
 			}
 		}
 		res.Already = true
 		return res, nil
 	}
 	in.dpkg, _ = findDpkg(r)
+	// The shells lead to undosh itself first: the front end may be
+	// removed before the real shells are put back (it is recorded after
+	// them when a later run added it), and no shell may point at nothing.
+	if err := in.relink(Binary); err != nil {
+		return res, err
+	}
 	recordHost, err := r.target(RecordFile)
 	if err != nil {
 		return res, err
@@ -120,7 +126,7 @@ func (in *installer) undo(a Action) error {
 	case opDivert:
 		if in.dpkg == nil {
 			return &Error{Msg: fmt.Sprintf("cannot remove the diversion of %s: dpkg-divert is not available", a.Path),
-				Hint: "run undoctl uninstall where dpkg-divert is installed"}
+				Fix: "run undoctl uninstall where dpkg-divert is installed"}
 		}
 		if err := in.dpkg.remove(a.Path, a.Target); err != nil {
 			return err
@@ -166,7 +172,7 @@ func (in *installer) undoTakeover(a Action, h string) error {
 	}
 	hst, err := os.Lstat(h)
 	switch {
-	case errors.Is(err, os.ErrNotExist), err == nil && hst.Mode()&os.ModeSymlink != 0 && in.r.readlink(a.Path) == Binary:
+	case errors.Is(err, os.ErrNotExist), err == nil && hst.Mode()&os.ModeSymlink != 0 && isEntry(in.r.readlink(a.Path)):
 		// One rename replaces the link to undosh: the name never goes
 		// missing.
 		if err := moveFile(real, h); err != nil {
@@ -181,7 +187,7 @@ func (in *installer) undoTakeover(a Action, h string) error {
 		}
 	default:
 		return &Error{Msg: fmt.Sprintf("cannot put %s back: %s changed since install (it is no longer the link to undosh)", a.Target, a.Path),
-			Hint: fmt.Sprintf("move %s to %s by hand if it is still wanted, or remove it; then run undoctl uninstall again", a.Target, a.Path)}
+			Fix: fmt.Sprintf("move %s to %s by hand if it is still wanted, or remove it; then run undoctl uninstall again", a.Target, a.Path)}
 	}
 	in.say("moved %s back to %s", a.Target, a.Path)
 	return nil
@@ -193,7 +199,7 @@ func (in *installer) undoLink(a Action, h string) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist) && !a.Existed:
 		return nil
-	case errors.Is(err, os.ErrNotExist), err == nil && cur == a.Target:
+	case errors.Is(err, os.ErrNotExist), err == nil && (cur == a.Target || a.Shell != "" && a.Target == Binary && isEntry(cur)):
 		if a.Existed {
 			if err := symlinkAtomic(a.Old, h); err != nil {
 				return err
@@ -212,7 +218,7 @@ func (in *installer) undoLink(a Action, h string) error {
 		return nil
 	}
 	return &Error{Msg: fmt.Sprintf("cannot restore %s: it changed since install (it is no longer a link to %s)", a.Path, a.Target),
-		Hint: fmt.Sprintf("restore it by hand (it was %s), then run undoctl uninstall again", linkWas(a))}
+		Fix: fmt.Sprintf("restore it by hand (it was %s), then run undoctl uninstall again", linkWas(a))}
 }
 
 func linkWas(a Action) string {
