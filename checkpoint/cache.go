@@ -14,7 +14,7 @@ import (
 // fileStat is what the stat cache compares to decide that a file has not
 // changed since it was hashed.
 type fileStat struct {
-	mode  uint32 // git mode
+	mode  uint32 // stat mode: type and permission bits
 	size  int64
 	mtime int64 // ns
 	ctime int64 // ns
@@ -28,7 +28,8 @@ type cachedFile struct {
 
 type cachedDir struct {
 	hash plumbing.Hash // the tree
-	n    uint32        // its number of entries
+	n    uint32        // its number of entries, besides a permissions blob
+	mode uint32        // the directory's stat mode, recorded in its parent's tree
 }
 
 // statCache maps paths to what they were when last hashed. It is thrown
@@ -42,7 +43,7 @@ type statCache struct {
 	dirs  map[string]cachedDir
 }
 
-const cacheMagic = "undosh-statcache-4\n"
+const cacheMagic = "undosh-statcache-5\n"
 
 // crc32c is hardware-assisted: the checksum costs little next to the walk.
 // castagnoli is made on first use: making it costs 0.16 ms, which every
@@ -130,13 +131,14 @@ func decodeCache(data []byte) (*statCache, error) {
 	}
 	for range nd {
 		p, ok := str()
-		if !ok || len(b) < 24 {
+		if !ok || len(b) < 28 {
 			return nil, bad
 		}
 		var d cachedDir
 		copy(d.hash[:], b[:20])
 		d.n = binary.LittleEndian.Uint32(b[20:])
-		b = b[24:]
+		d.mode = binary.LittleEndian.Uint32(b[24:])
+		b = b[28:]
 		c.dirs[p] = d
 	}
 	if len(b) != 0 {
@@ -162,7 +164,7 @@ func encodeScan(sc *scan, head, tree, left plumbing.Hash) []byte {
 		}
 	}
 	var b bytes.Buffer
-	b.Grow(len(cacheMagic) + 80 + nf*(56+2+48) + nd*(24+2+32))
+	b.Grow(len(cacheMagic) + 80 + nf*(56+2+48) + nd*(28+2+32))
 	b.WriteString(cacheMagic)
 	var u [8]byte
 	binary.LittleEndian.PutUint64(u[:], uint64(sc.started))
@@ -199,7 +201,7 @@ func encodeScan(sc *scan, head, tree, left plumbing.Hash) []byte {
 			b.Write(e[:])
 		}
 	}
-	var dd [24]byte
+	var dd [28]byte
 	for _, d := range sc.dirs {
 		if d.skip || len(d.rel) > 0xffff {
 			continue
@@ -207,6 +209,7 @@ func encodeScan(sc *scan, head, tree, left plumbing.Hash) []byte {
 		str(d.rel)
 		copy(dd[:20], d.tree[:])
 		binary.LittleEndian.PutUint32(dd[20:], uint32(d.n))
+		binary.LittleEndian.PutUint32(dd[24:], d.mode)
 		b.Write(dd[:])
 	}
 	binary.LittleEndian.PutUint32(u[:4], crc32.Checksum(b.Bytes(), castagnoli()))

@@ -11,8 +11,8 @@ import (
 // accepts encodes back to the same bytes' meaning.
 func FuzzDecodeCache(f *testing.F) {
 	sc := &scan{started: 42, dirs: map[string]*dirScan{
-		"":  {rel: "", n: 2, files: []*entry{{rel: "a", st: fileStat{mode: 0o100644, size: 3, mtime: 1, ctime: 2, ino: 3}}}, subdirs: []string{"d"}},
-		"d": {rel: "d", n: 1, files: []*entry{{rel: "d/b", st: fileStat{mode: 0o120000, size: 1}}}},
+		"":  {rel: "", n: 2, mode: 0o40700, files: []*entry{{rel: "a", st: fileStat{mode: 0o100644, size: 3, mtime: 1, ctime: 2, ino: 3}}}, subdirs: []string{"d"}},
+		"d": {rel: "d", n: 1, mode: 0o42755, files: []*entry{{rel: "d/b", st: fileStat{mode: 0o120000, size: 1}}}},
 	}}
 	good := encodeScan(sc, plumbing.NewHash("1111111111111111111111111111111111111111"), emptyTree, plumbing.ZeroHash)
 	f.Add(good)
@@ -26,7 +26,7 @@ func FuzzDecodeCache(f *testing.F) {
 		// Re-encode through a scan and decode again: the same cache.
 		again := &scan{started: c.at, dirs: map[string]*dirScan{}}
 		for p, d := range c.dirs {
-			again.dirs[p] = &dirScan{rel: p, tree: d.hash, n: int(d.n)}
+			again.dirs[p] = &dirScan{rel: p, tree: d.hash, n: int(d.n), mode: d.mode}
 		}
 		orphans := &dirScan{rel: "\x00orphans"}
 		for p, e := range c.files {
@@ -39,6 +39,11 @@ func FuzzDecodeCache(f *testing.F) {
 		}
 		if len(c2.files) != len(c.files) || c2.head != c.head || c2.at != c.at {
 			t.Fatalf("round trip changed the cache: %d/%d files", len(c2.files), len(c.files))
+		}
+		for p, d := range c.dirs {
+			if p != "\x00orphans" && c2.dirs[p] != d {
+				t.Fatalf("round trip changed directory %q: %+v, want %+v", p, c2.dirs[p], d)
+			}
 		}
 	})
 }

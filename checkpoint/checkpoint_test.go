@@ -2,17 +2,22 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 // snapshotFS records what a checkpoint must restore: for each path, its
-// kind, its executable bit, and its content or symlink target.
+// kind, its executable bit, its permission bits when they are not the
+// default (0644 for a file its owner may not execute, else 0755), and its
+// content or symlink target: "file-:text", "filex:text", "file-0600:text",
+// "dir", "dir0700", "link:target".
 func snapshotFS(t testing.TB, root string, skip func(rel string) bool) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -43,17 +48,17 @@ func snapshotFS(t testing.TB, root string, skip func(rel string) bool) map[strin
 			}
 			out[rel] = "link:" + target
 		case fi.IsDir():
-			out[rel] = "dir"
+			out[rel] = "dir" + permSuffix(fi, 0o755)
 		case fi.Mode().IsRegular():
 			data, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
-			x := "-"
+			x, def := "-", uint32(0o644)
 			if fi.Mode()&0o100 != 0 {
-				x = "x"
+				x, def = "x", 0o755
 			}
-			out[rel] = "file" + x + ":" + string(data)
+			out[rel] = "file" + x + permSuffix(fi, def) + ":" + string(data)
 		}
 		return nil
 	})
@@ -61,6 +66,16 @@ func snapshotFS(t testing.TB, root string, skip func(rel string) bool) map[strin
 		t.Fatal(err)
 	}
 	return out
+}
+
+// permSuffix gives the permission bits of fi (setuid, setgid and sticky
+// included) in octal, or "" when they are def.
+func permSuffix(fi fs.FileInfo, def uint32) string {
+	perm := fi.Sys().(*syscall.Stat_t).Mode & 0o7777
+	if perm == def {
+		return ""
+	}
+	return fmt.Sprintf("%04o", perm)
 }
 
 func write(t testing.TB, root, rel, content string) {

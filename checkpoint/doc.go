@@ -3,13 +3,31 @@
 //
 // [Open] opens (or creates) the store of one workspace under the state
 // directory. [Store.Checkpoint] records the workspace as a commit: tracked,
-// untracked and ignored files, symlinks, the executable bit, empty
-// directories, and the workspace's own .git and every nested repository's
-// .git, stored under the escaped name "~.git" because git trees cannot hold
-// ".git". Paths the options exclude, files over the size limit, special
-// files and unreadable files are left out, and every one is reported.
+// untracked and ignored files, symlinks, permissions, empty directories,
+// and the workspace's own .git and every nested repository's .git, stored
+// under the escaped name "~.git" because git trees cannot hold ".git".
+// Paths the options exclude, files over the size limit, special files and
+// unreadable files are left out, and every one is reported.
 // [Store.Restore] puts back exactly what differs from a checkpoint, after
 // first checkpointing the current state so that the restore can be undone.
+//
+// Permissions. A git tree holds only whether a file is executable (mode
+// 100644 or 100755), so the rest is recorded beside it. A tree whose
+// entries have permission bits (mode & 07777: setuid, setgid and sticky
+// included) other than the defaults their git mode implies (0644 for
+// 100644; 0755 for 100755 and for a directory) holds a blob under the
+// reserved name "~perms" that lists them, one line each of a Go-quoted
+// name, a tab and the bits in octal, sorted by name. The root tree's blob
+// also lists the workspace directory itself, as ".". escape never makes
+// that name (a real name starting with "~" gets a second "~"), so it
+// cannot collide with a workspace path. Keeping the record in each
+// directory's own tree, rather than in one list per commit, means a chmod
+// changes the tree and so the checkpoint's id, a workspace with default
+// permissions only stores nothing more, and only the changed directories'
+// records are encoded again, with their trees. A tree without the blob,
+// such as every tree from before permissions were recorded, means the
+// defaults. Symlinks have no permissions of their own on Linux, and
+// owners are not recorded.
 //
 // What stays true:
 //   - Nothing is ever written into the workspace or any .git in it, except
@@ -21,6 +39,13 @@
 //   - The stat cache is an optimisation: a missing or corrupt cache means
 //     "hash again", never an error. Entries modified within the cache's
 //     timestamp granularity (the racy-git rule) are always hashed again.
+//     It keeps the whole stat mode of every file and directory, so a chmod
+//     alone, which changes no content, still makes a new checkpoint.
+//   - A restore never makes a file's content readable by anyone but its
+//     owner before the file has its recorded permissions, and creates a
+//     directory with its recorded permissions. A directory its owner may
+//     not write in (0500) is filled first, with its owner's bits raised,
+//     and gets its permissions after its contents.
 //   - Writers are serialised by an flock on the store; the kernel releases
 //     the lock of a process that dies, so a stale lock is taken over.
 //

@@ -98,7 +98,18 @@ func (s *Store) GC(o GCOptions) (GCResult, error) {
 				live[f.hash] = true
 			}
 			for _, d := range c.dirs {
+				if live[d.hash] {
+					continue
+				}
 				live[d.hash] = true
+				// No file of the cache names a tree's permissions blob.
+				if t, err := object.GetTree(st, d.hash); err == nil {
+					for _, e := range t.Entries {
+						if e.Name == permsName {
+							live[e.Hash] = true
+						}
+					}
+				}
 			}
 		}
 		if err := s.repack(packs, live); err != nil {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,17 +46,26 @@ func propExcluded(rel string) bool {
 // propOversized reports whether a snapshotFS value is a regular file over
 // the limit.
 func propOversized(v string) bool {
-	return propIsFile(v) && len(v)-len("file-:") > propMaxSize
+	return propIsFile(v) && len(v)-strings.IndexByte(v, ':')-1 > propMaxSize
 }
 
-func propIsFile(v string) bool {
-	return strings.HasPrefix(v, "file-:") || strings.HasPrefix(v, "filex:")
-}
+func propIsFile(v string) bool { return strings.HasPrefix(v, "file") }
+
+func propIsDir(v string) bool { return strings.HasPrefix(v, "dir") }
+
+// propFilePerms and propDirPerms are the modes random files and
+// directories get besides the defaults. All of them let the owner read
+// (a file or directory it cannot read is left out, which the cases do not
+// model) and enter a directory.
+var (
+	propFilePerms = []uint32{0o600, 0o640, 0o444, 0o400, 0o700, 0o750, 0o555, 0o744, 0o604, 0o664, 0o645, 0o4755, 0o2755, 0o1644}
+	propDirPerms  = []uint32{0o700, 0o750, 0o711, 0o500, 0o555, 0o775, 0o2775, 0o2755, 0o1777, 0o1755}
+)
 
 // propNames are the path elements random paths are made of: few, so that
 // paths collide, and awkward.
 var propNames = []string{
-	"a", "b", "f.txt", "sp ace", "new\nline", "\xff\xfe\x80", "~", "~t",
+	"a", "b", "f.txt", "sp ace", "new\nline", "\xff\xfe\x80", "~", "~t", "~perms", "perms",
 	"~.git", ".git", "node_modules", "app.log", "x.log", "-dash",
 	strings.Repeat("L", propLongName), // the longest a restore can handle: see TestRestoreLongName
 }
@@ -126,11 +136,13 @@ func (m *propMutator) pick(kind byte) (string, bool) {
 func (m *propMutator) ensureParent(rel string) {
 	parts := strings.Split(rel, "/")
 	for i := 1; i < len(parts); i++ {
-		p := m.abs(strings.Join(parts[:i], "/"))
+		q := strings.Join(parts[:i], "/")
+		p := m.abs(q)
 		fi, err := os.Lstat(p)
 		if err == nil && fi.IsDir() {
 			continue
 		}
+		m.open(path.Dir(q))
 		if err == nil {
 			if err := os.Remove(p); err != nil {
 				m.t.Fatal(err)
@@ -142,9 +154,74 @@ func (m *propMutator) ensureParent(rel string) {
 	}
 }
 
+// open lets the owner write in the directory rel, as an agent would with
+// chmod u+w before changing what is in a read-only directory. (Only root
+// could do without.)
+func (m *propMutator) open(rel string) {
+	var st unix.Stat_t
+	if err := unix.Lstat(m.abs(rel), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o700 == 0o700 {
+		return
+	}
+	m.logf("chmod u+rwx %q", rel)
+	if err := unix.Chmod(m.abs(rel), st.Mode&0o7777|0o700); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
 // clear removes whatever is at rel.
 func (m *propMutator) clear(rel string) {
+	m.open(path.Dir(rel))
+	propRemovable(m.t, m.abs(rel))
 	if err := os.RemoveAll(m.abs(rel)); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// propRemovable lets the owner write in every directory under root, so
+// that it can be removed.
+func propRemovable(t testing.TB, root string) {
+	t.Helper()
+	if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
+		return // WalkDir would follow a symlink
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// filePerm and dirPerm pick a random mode, the default most often.
+func (m *propMutator) filePerm(exec bool) uint32 {
+	switch {
+	case m.r.IntN(3) == 0:
+		return propFilePerms[m.r.IntN(len(propFilePerms))]
+	case exec:
+		return 0o755
+	}
+	return 0o644
+}
+
+func (m *propMutator) dirPerm() uint32 {
+	if m.r.IntN(3) == 0 {
+		return propDirPerms[m.r.IntN(len(propDirPerms))]
+	}
+	return 0o755
+}
+
+// chmod sets the mode of rel, setuid, setgid and sticky included.
+func (m *propMutator) chmod(rel string, perm uint32) {
+	if err := unix.Chmod(m.abs(rel), perm); err != nil {
 		m.t.Fatal(err)
 	}
 }
@@ -168,31 +245,29 @@ func (m *propMutator) content() string {
 	return string(b[:min(len(b), max(n, 1))])
 }
 
-func (m *propMutator) writeFile(rel, content string, exec bool) {
+// writeFile writes rel with mode perm.
+func (m *propMutator) writeFile(rel, content string, perm uint32) {
 	m.ensureParent(rel)
+	m.open(path.Dir(rel))
 	p := m.abs(rel)
 	if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
 		m.clear(rel)
+	} else if err == nil && fi.Mode()&0o200 == 0 {
+		m.chmod(rel, 0o600) // read-only: the owner makes it writable first
 	}
-	perm := os.FileMode(0o644)
-	if exec {
-		perm = 0o755
-	}
-	if err := os.WriteFile(p, []byte(content), perm); err != nil {
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		m.t.Fatal(err)
 	}
-	if err := os.Chmod(p, perm); err != nil { // an existing file keeps its mode
-		m.t.Fatal(err)
-	}
+	m.chmod(rel, perm) // an existing file keeps its mode; a write drops setuid
 }
 
 // step applies one random change.
 func (m *propMutator) step() {
 	switch op := m.r.IntN(13); op {
 	case 0, 1: // create
-		p, c, x := m.randPath(), m.content(), m.r.IntN(4) == 0
-		m.logf("create %q (%d bytes, exec %v)", p, len(c), x)
-		m.writeFile(p, c, x)
+		p, c, perm := m.randPath(), m.content(), m.filePerm(m.r.IntN(4) == 0)
+		m.logf("create %q (%d bytes, mode %04o)", p, len(c), perm)
+		m.writeFile(p, c, perm)
 	case 2: // modify
 		p, ok := m.pick('f')
 		if !ok {
@@ -214,7 +289,7 @@ func (m *propMutator) step() {
 			c = string(b)
 		}
 		m.logf("modify %q (%d bytes)", p, len(c))
-		m.writeFile(p, c, fi.Mode()&0o100 != 0)
+		m.writeFile(p, c, uint32(fi.Sys().(*syscall.Stat_t).Mode&0o7777))
 	case 3: // delete
 		p, ok := m.pick(0)
 		if !ok {
@@ -222,8 +297,12 @@ func (m *propMutator) step() {
 		}
 		m.logf("delete %q", p)
 		m.clear(p)
-	case 4: // chmod
-		p, ok := m.pick('f')
+	case 4: // chmod: the executable bit, or any mode
+		kind := byte('f')
+		if m.r.IntN(3) == 0 {
+			kind = 'd'
+		}
+		p, ok := m.pick(kind)
 		if !ok {
 			return
 		}
@@ -231,14 +310,19 @@ func (m *propMutator) step() {
 		if err != nil {
 			m.t.Fatal(err)
 		}
-		perm := os.FileMode(0o755)
-		if fi.Mode()&0o100 != 0 {
+		var perm uint32
+		switch {
+		case kind == 'd':
+			perm = m.dirPerm()
+		case m.r.IntN(2) == 0:
+			perm = m.filePerm(fi.Mode()&0o100 == 0)
+		case fi.Mode()&0o100 != 0:
 			perm = 0o644
+		default:
+			perm = 0o755
 		}
-		m.logf("chmod %o %q", perm, p)
-		if err := os.Chmod(m.abs(p), perm); err != nil {
-			m.t.Fatal(err)
-		}
+		m.logf("chmod %04o %q", perm, p)
+		m.chmod(p, perm)
 	case 5: // symlink to a file, a directory, or nothing
 		p := m.randPath()
 		var target string
@@ -255,7 +339,7 @@ func (m *propMutator) step() {
 		}
 		m.logf("symlink %q -> %q", p, target)
 		m.ensureParent(p)
-		m.clear(p)
+		m.clear(p) // and opens its directory
 		if err := os.Symlink(target, m.abs(p)); err != nil {
 			m.t.Fatal(err)
 		}
@@ -274,6 +358,8 @@ func (m *propMutator) step() {
 			return // ensureParent replaced it
 		}
 		m.clear(dst)
+		m.open(path.Dir(src))
+		m.open(src) // a directory moved elsewhere has its ".." rewritten
 		if err := os.Rename(m.abs(src), m.abs(dst)); err != nil {
 			m.t.Fatal(err)
 		}
@@ -285,9 +371,13 @@ func (m *propMutator) step() {
 		m.logf("file to directory %q", p)
 		m.clear(p)
 		if m.r.IntN(2) == 0 {
-			m.writeFile(p+"/"+propNames[m.r.IntN(len(propNames))], m.content(), false)
+			m.writeFile(p+"/"+propNames[m.r.IntN(len(propNames))], m.content(), m.filePerm(false))
 		} else if err := os.Mkdir(m.abs(p), 0o755); err != nil {
 			m.t.Fatal(err)
+		}
+		if perm := m.dirPerm(); perm != 0o755 {
+			m.logf("chmod %04o %q", perm, p)
+			m.chmod(p, perm)
 		}
 	case 9: // directory -> file
 		p, ok := m.pick('d')
@@ -296,11 +386,15 @@ func (m *propMutator) step() {
 		}
 		m.logf("directory to file %q", p)
 		m.clear(p)
-		m.writeFile(p, m.content(), false)
+		m.writeFile(p, m.content(), m.filePerm(false))
 	case 10: // empty, maybe nested, directories
 		p := m.randPath()
 		m.logf("mkdir %q", p)
 		m.ensureParent(p + "/x")
+		if perm := m.dirPerm(); perm != 0o755 {
+			m.logf("chmod %04o %q", perm, p)
+			m.chmod(p, perm)
+		}
 	case 11: // a file near or over the limit
 		p := m.randPath()
 		n := propMaxSize - 1 + m.r.IntN(3)
@@ -309,7 +403,7 @@ func (m *propMutator) step() {
 		}
 		c := strconv.FormatUint(m.r.Uint64(), 36) + strings.Repeat("B", n)
 		m.logf("large %q (%d bytes)", p, n)
-		m.writeFile(p, c[:n], false)
+		m.writeFile(p, c[:n], m.filePerm(false))
 	case 12: // an excluded path
 		p := m.randPath()
 		if m.r.IntN(2) == 0 {
@@ -325,15 +419,16 @@ func (m *propMutator) step() {
 		}
 		c := m.content()
 		m.logf("excluded %q (%d bytes)", p, len(c))
-		m.writeFile(p, c, false)
+		m.writeFile(p, c, m.filePerm(false))
 	}
 }
 
 // propWantAfterRestore is the workspace a restore of a checkpoint whose
 // workspace was target must give, from the workspace just before it:
-// target, except that every path left out (excluded, or a file over the
-// limit) is as it was just before, with its directories kept, and a file
-// left out of the checkpoint is never deleted.
+// target, permissions included, except that every path left out
+// (excluded, or a file over the limit) is as it was just before, with its
+// directories kept (with the permissions target gives them, or else those
+// they had), and a file left out of the checkpoint is never deleted.
 func propWantAfterRestore(target, before map[string]string) map[string]string {
 	want := map[string]string{}
 	for p, v := range target {
@@ -351,12 +446,14 @@ func propWantAfterRestore(target, before map[string]string) map[string]string {
 		}
 		want[p] = v
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			want[d] = "dir"
+			if !propIsDir(want[d]) {
+				want[d] = before[d]
+			}
 		}
 	}
 	for p := range want {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			if v, ok := want[d]; ok && v != "dir" {
+			if v, ok := want[d]; ok && !propIsDir(v) {
 				delete(want, p)
 				break
 			}
@@ -458,6 +555,7 @@ type propStats struct {
 }
 
 func propCase(t *testing.T, m *propMutator, stats *propStats) {
+	t.Cleanup(func() { propRemovable(t, m.root) }) // before t.TempDir's removal
 	s := openStore(t, m.root, Options{Exclude: propExclude, MaxFileSize: propMaxSize, Workers: 2})
 	var last Result
 	checkpoint := func(what string) string {
@@ -532,7 +630,7 @@ func propCase(t *testing.T, m *propMutator, stats *propStats) {
 	for _, k := range res.Kept {
 		// Kept paths are left as they were: a directory A did not have
 		// that holds left-out paths, or a path left out now or at A.
-		if restored[k] != mutated[k] && !(restored[k] == "dir" && atA[k] != "dir") {
+		if restored[k] != mutated[k] && !(propIsDir(restored[k]) && !propIsDir(atA[k])) {
 			t.Errorf("restore A kept %q, which is %q now, was %q before and %q at A", k, restored[k], mutated[k], atA[k])
 		}
 	}

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,20 +20,25 @@ import (
 type node struct {
 	mode filemode.FileMode
 	hash plumbing.Hash
+	perm uint32 // permission bits (mode & 07777); 0 for a symlink
 }
 
 // Change is one path that differs between two states.
 type Change struct {
+	// Path is relative to the workspace; "." is the workspace itself,
+	// whose only possible change is "perm".
 	Path string `json:"path"`
 	// Kind is "added", "removed", "modified" (content), "mode" (the
-	// executable bit), "type" (file, symlink or directory swapped),
-	// "dir added" or "dir removed".
+	// executable bit), "perm" (only the other permission bits, setuid,
+	// setgid or sticky, of a file or a directory), "type" (file, symlink
+	// or directory swapped), "dir added" or "dir removed".
 	Kind string `json:"kind"`
 	old  node
 	new  node
 }
 
-// side lists the entries of one directory of a state.
+// side lists the entries of one directory of a state. At the root, the
+// key "." holds the root directory itself, for its permissions.
 type side interface {
 	entries(rel string, tree plumbing.Hash) (map[string]node, error)
 }
@@ -44,6 +48,9 @@ type storeSide struct{ st storer.EncodedObjectStorer }
 
 func (s storeSide) entries(rel string, tree plumbing.Hash) (map[string]node, error) {
 	out := map[string]node{}
+	if rel == "" {
+		out["."] = node{mode: filemode.Dir, perm: defaultPerm(filemode.Dir)}
+	}
 	if tree.IsZero() || tree == emptyTree {
 		return out, nil
 	}
@@ -51,8 +58,36 @@ func (s storeSide) entries(rel string, tree plumbing.Hash) (map[string]node, err
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s of %q: %w", short(tree), rel, err)
 	}
+	var perms plumbing.Hash
 	for _, e := range t.Entries {
-		out[unescape(e.Name)] = node{mode: e.Mode, hash: e.Hash}
+		if e.Name == permsName {
+			perms = e.Hash
+			continue
+		}
+		out[unescape(e.Name)] = node{mode: e.Mode, hash: e.Hash, perm: defaultPerm(e.Mode)}
+	}
+	if perms.IsZero() {
+		return out, nil // no record (or a checkpoint older than records): the defaults
+	}
+	obj, err := s.st.EncodedObject(plumbing.BlobObject, perms)
+	if err != nil {
+		return nil, fmt.Errorf("read the permissions of %q: %w", rel, err)
+	}
+	data, err := readAll(obj)
+	if err != nil {
+		return nil, fmt.Errorf("read the permissions of %q: %w", rel, err)
+	}
+	rec, err := decodePerms(data)
+	if err != nil {
+		return nil, fmt.Errorf("the permissions of %q do not decode: %w", rel, err)
+	}
+	for name, perm := range rec {
+		n, ok := out[name]
+		if !ok || n.mode == filemode.Symlink {
+			return nil, fmt.Errorf("the permissions of %q name %q, which is no file or directory in it", rel, name)
+		}
+		n.perm = perm
+		out[name] = n
 	}
 	return out, nil
 }
@@ -62,6 +97,9 @@ type scanSide struct{ sc *scan }
 
 func (s scanSide) entries(rel string, tree plumbing.Hash) (map[string]node, error) {
 	out := map[string]node{}
+	if rel == "" {
+		out["."] = node{mode: filemode.Dir, perm: s.sc.dirs[""].mode & permBits}
+	}
 	if tree.IsZero() {
 		return out, nil
 	}
@@ -70,12 +108,12 @@ func (s scanSide) entries(rel string, tree plumbing.Hash) (map[string]node, erro
 		return out, nil
 	}
 	for _, e := range d.files {
-		out[e.name] = node{mode: e.mode, hash: e.hash}
+		out[e.name] = node{mode: e.mode, hash: e.hash, perm: e.perm()}
 	}
 	for _, name := range d.subdirs {
 		sub, ok := s.sc.dirs[join(rel, name)]
 		if ok && !sub.skip {
-			out[name] = node{mode: filemode.Dir, hash: sub.tree}
+			out[name] = node{mode: filemode.Dir, hash: sub.tree, perm: sub.mode & permBits}
 		}
 	}
 	return out, nil
@@ -102,6 +140,18 @@ func diff(rel string, ta, tb plumbing.Hash, a, b side, out *[]Change) error {
 	if err != nil {
 		return err
 	}
+	if rel == "" {
+		// The root's own permissions, after everything in it, as for any
+		// directory.
+		x, y := ea["."], eb["."]
+		delete(ea, ".")
+		delete(eb, ".")
+		defer func() {
+			if x.perm != y.perm {
+				*out = append(*out, Change{Path: ".", Kind: "perm", old: x, new: y})
+			}
+		}()
+	}
 	names := make([]string, 0, len(ea)+len(eb))
 	for n := range ea {
 		names = append(names, n)
@@ -121,6 +171,9 @@ func diff(rel string, ta, tb plumbing.Hash, a, b side, out *[]Change) error {
 		case aDir && bDir:
 			if err := diff(p, x.hash, y.hash, a, b, out); err != nil {
 				return err
+			}
+			if x.perm != y.perm {
+				*out = append(*out, Change{Path: p, Kind: "perm", old: x, new: y})
 			}
 		case aDir:
 			if err := diff(p, x.hash, plumbing.ZeroHash, a, b, out); err != nil {
@@ -148,6 +201,8 @@ func diff(rel string, ta, tb plumbing.Hash, a, b side, out *[]Change) error {
 			*out = append(*out, Change{Path: p, Kind: "modified", old: x, new: y})
 		case x.mode != y.mode:
 			*out = append(*out, Change{Path: p, Kind: "mode", old: x, new: y})
+		case x.perm != y.perm:
+			*out = append(*out, Change{Path: p, Kind: "perm", old: x, new: y})
 		}
 	}
 	return nil
@@ -203,8 +258,11 @@ func (s *Store) Diff(a, b string) ([]Change, error) {
 type RestoreResult struct {
 	// Before is the checkpoint of the workspace as it was just before the
 	// restore: restoring it undoes the restore.
-	Before  string   `json:"before"`
-	Target  string   `json:"target"`
+	Before string `json:"before"`
+	Target string `json:"target"`
+	// Written lists the files written or whose permissions were set, and
+	// the directories (with a final "/"; "./" is the workspace) whose
+	// permissions were set.
 	Written []string `json:"written"`
 	Removed []string `json:"removed"`
 	// Kept lists paths the restore left as they are: paths left out now
@@ -214,10 +272,12 @@ type RestoreResult struct {
 }
 
 // Restore puts the workspace back as it was at checkpoint id: changed
-// files get their content and mode back, deleted ones are recreated, and
-// only files that did not exist then are removed. Paths checkpoints leave
-// out are never touched. The current state is checkpointed first, so the
-// restore can be undone by restoring res.Before.
+// files get their content and permissions back, deleted ones are
+// recreated, files and directories whose permissions alone changed get
+// the recorded ones back, and only files that did not exist then are
+// removed. Paths checkpoints leave out are never touched. The current
+// state is checkpointed first, so the restore can be undone by restoring
+// res.Before.
 func (s *Store) Restore(id string) (RestoreResult, error) {
 	var res RestoreResult
 	err := s.locked(true, func() error {
@@ -310,8 +370,39 @@ func (s leftSet) holds(p string) bool {
 // touches a path left out now (excluded, too large, unreadable: its
 // content is in no checkpoint), and never removes one that was left out
 // of the target (it existed then, unrecorded).
+//
+// Permissions: a file is written with its recorded permissions (never
+// looser while its content is written), and a directory is created with
+// its own, so that a kill leaves each path as it was or as the checkpoint
+// has it. A directory whose permissions change gets them at the end,
+// after its contents; so does one its owner may not write in (0500):
+// the restore raises its owner's bits meanwhile, and lowers them again at
+// the end, even after an error.
 func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then leftSet, res *RestoreResult) error {
-	abs := func(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
+	d := &dirPerms{root: s.root, final: map[string]uint32{}, opened: map[string]bool{}}
+	err := s.applyChanges(st, changes, now, then, d, res)
+	if ferr := d.finish(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	// One sync for the whole restore: the checkpoint taken before it is
+	// what makes it safe to repeat.
+	if f, err := os.Open(s.root); err == nil {
+		_ = unix.Syncfs(int(f.Fd()))
+		f.Close()
+	}
+	for _, l := range []*[]string{&res.Written, &res.Removed, &res.Kept} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	return nil
+}
+
+func (s *Store) applyChanges(st storer.EncodedObjectStorer, changes []Change, now, then leftSet, dirs *dirPerms, res *RestoreResult) error {
+	abs := dirs.abs
 	keep := func(p string) {
 		if !containsPath(res.Kept, p) {
 			res.Kept = append(res.Kept, p)
@@ -327,6 +418,9 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then
 		case ch.Kind == "dir removed" && (then.existed(ch.Path, filemode.Dir) || now.holds(ch.Path)):
 			keep(ch.Path)
 		case ch.Kind == "removed" || ch.Kind == "type" && ch.old.mode != 0 && ch.old.mode != filemode.Dir:
+			if err := dirs.open(parent(ch.Path)); err != nil {
+				return err
+			}
 			if err := os.Remove(abs(ch.Path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("restore: remove %s: %w", ch.Path, err)
 			}
@@ -334,6 +428,9 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then
 		case ch.Kind == "dir removed":
 			// Its files are gone now (they sort first); the directory
 			// itself goes only if nothing left out remains in it.
+			if err := dirs.open(parent(ch.Path)); err != nil {
+				return err
+			}
 			if err := os.Remove(abs(ch.Path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 					keep(ch.Path)
@@ -341,6 +438,7 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then
 				}
 				return fmt.Errorf("restore: remove directory %s: %w", ch.Path, err)
 			}
+			dirs.forget(ch.Path)
 			res.Removed = append(res.Removed, ch.Path+"/")
 		}
 	}
@@ -359,12 +457,20 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then
 		}
 		switch ch.Kind {
 		case "dir added":
-			if fi, err := os.Lstat(p); err == nil && !fi.IsDir() {
+			fi, err := os.Lstat(p)
+			if err == nil && !fi.IsDir() {
 				blocked[ch.Path] = LeftOut{Path: ch.Path, Dir: true}
 				keep(ch.Path)
 				continue
 			}
-			if err := os.MkdirAll(p, 0o755); err != nil {
+			dirs.set(ch.Path, ch.new.perm)
+			if err == nil {
+				continue // there already: it gets only its permissions
+			}
+			if err := dirs.open(parent(ch.Path)); err != nil {
+				return err
+			}
+			if err := makeDir(p, ch.new.perm); err != nil {
 				return fmt.Errorf("restore: create directory %s: %w", ch.Path, err)
 			}
 		case "added", "modified", "type":
@@ -375,32 +481,37 @@ func (s *Store) apply(st storer.EncodedObjectStorer, changes []Change, now, then
 				keep(ch.Path) // a directory kept for the left-out paths in it
 				continue
 			}
+			if err := dirs.open(parent(ch.Path)); err != nil {
+				return err
+			}
 			if err := s.writeEntry(st, p, ch.new); err != nil {
 				return fmt.Errorf("restore: %s: %w", ch.Path, err)
 			}
 			res.Written = append(res.Written, ch.Path)
-		case "mode":
-			if err := setExec(p, ch.new.mode == filemode.Executable); err != nil {
+		case "mode", "perm":
+			if ch.new.mode == filemode.Dir {
+				dirs.set(ch.Path, ch.new.perm)
+				res.Written = append(res.Written, ch.Path+"/")
+				continue
+			}
+			if err := setPerm(p, ch.new.perm); err != nil {
 				return fmt.Errorf("restore: %s: %w", ch.Path, err)
 			}
 			res.Written = append(res.Written, ch.Path)
-		}
-	}
-	// One sync for the whole restore: the checkpoint taken before it is
-	// what makes it safe to repeat.
-	if f, err := os.Open(s.root); err == nil {
-		_ = unix.Syncfs(int(f.Fd()))
-		f.Close()
-	}
-	for _, l := range []*[]string{&res.Written, &res.Removed, &res.Kept} {
-		if *l == nil {
-			*l = []string{}
 		}
 	}
 	return nil
 }
 
 func depth(p string) int { return strings.Count(p, "/") }
+
+// parent is the directory that holds p, "" for the root.
+func parent(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
 
 func containsPath(l []string, p string) bool {
 	for _, x := range l {
@@ -411,8 +522,102 @@ func containsPath(l []string, p string) bool {
 	return false
 }
 
-// writeEntry writes a file or symlink by temp file and rename, keeping the
-// permissions of a regular file it replaces.
+// dirPerms holds the permissions a restore gives directories at its end:
+// the recorded ones of the directories it creates or whose permissions
+// differ, and the original ones of those it had to open for writing.
+type dirPerms struct {
+	root   string
+	final  map[string]uint32 // path ("" or "." for the root) → permissions
+	opened map[string]bool
+}
+
+func (d *dirPerms) abs(rel string) string {
+	if rel == "" || rel == "." {
+		return d.root
+	}
+	return filepath.Join(d.root, filepath.FromSlash(rel))
+}
+
+func (d *dirPerms) key(rel string) string {
+	if rel == "." {
+		return ""
+	}
+	return rel
+}
+
+// set gives the directory rel its permissions perm at the end.
+func (d *dirPerms) set(rel string, perm uint32) { d.final[d.key(rel)] = perm }
+
+// forget drops a directory the restore removed.
+func (d *dirPerms) forget(rel string) {
+	delete(d.final, d.key(rel))
+	delete(d.opened, d.key(rel))
+}
+
+// open makes the directory rel writable and searchable by its owner, if
+// it is not, until the end of the restore. It adds no permission for
+// anyone else.
+func (d *dirPerms) open(rel string) error {
+	rel = d.key(rel)
+	if d.opened[rel] {
+		return nil
+	}
+	d.opened[rel] = true
+	var st unix.Stat_t
+	if err := unix.Lstat(d.abs(rel), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o300 == 0o300 {
+		return nil // nothing to open: what is done in it reports its own error
+	}
+	if _, ok := d.final[rel]; !ok {
+		d.final[rel] = st.Mode & permBits
+	}
+	if err := unix.Chmod(d.abs(rel), st.Mode&permBits|0o300); err != nil {
+		return fmt.Errorf("restore: open directory %s for writing: %w", d.abs(rel), err)
+	}
+	return nil
+}
+
+// finish gives every directory its final permissions, deepest first: a
+// directory made unsearchable must not hide the ones under it.
+func (d *dirPerms) finish() error {
+	rels := make([]string, 0, len(d.final))
+	for rel := range d.final {
+		rels = append(rels, rel)
+	}
+	level := func(rel string) int {
+		if rel == "" {
+			return -1 // the root, above "a"
+		}
+		return depth(rel)
+	}
+	sort.Slice(rels, func(i, j int) bool {
+		if a, b := level(rels[i]), level(rels[j]); a != b {
+			return a > b
+		}
+		return rels[i] < rels[j]
+	})
+	var first error
+	for _, rel := range rels {
+		var st unix.Stat_t
+		if err := unix.Lstat(d.abs(rel), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue // gone, or no longer a directory
+		}
+		if st.Mode&permBits == d.final[rel] {
+			continue
+		}
+		if err := unix.Chmod(d.abs(rel), d.final[rel]); err != nil && first == nil {
+			name := rel
+			if name == "" {
+				name = "."
+			}
+			first = fmt.Errorf("restore: set the permissions of %s: %w", name, err)
+		}
+	}
+	return first
+}
+
+// writeEntry writes a file or symlink by temp file and rename. A file's
+// temporary copy is its owner's alone (0600) until its content is written,
+// then gets the recorded permissions before it takes the real name.
 func (s *Store) writeEntry(st storer.EncodedObjectStorer, p string, n node) error {
 	obj, err := st.EncodedObject(plumbing.BlobObject, n.hash)
 	if err != nil {
@@ -442,24 +647,18 @@ func (s *Store) writeEntry(st storer.EncodedObjectStorer, p string, n node) erro
 		}
 		return nil
 	}
-	perm := os.FileMode(0o644)
-	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-		perm = fi.Mode().Perm() &^ 0o111
-	}
-	if n.mode == filemode.Executable {
-		perm |= (perm & 0o444) >> 2 // x wherever r
-	}
-	f, err := os.CreateTemp(dir, ".undosh-restore-")
+	f, err := os.CreateTemp(dir, ".undosh-restore-") // 0600
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	if _, err := io.Copy(f, strings.NewReader(string(data))); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return err
 	}
-	if err := f.Chmod(perm); err != nil {
+	// After the write: writing clears setuid and setgid.
+	if err := f.Chmod(goPerm(n.perm)); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return err
@@ -475,14 +674,55 @@ func (s *Store) writeEntry(st storer.EncodedObjectStorer, p string, n node) erro
 	return nil
 }
 
-func setExec(p string, exec bool) error {
+// makeDir creates the directory p with the permissions perm, whatever the
+// umask or a setgid parent would make of them: it is made under a
+// temporary name, given perm and renamed into place. If perm would keep
+// its owner from filling it, the owner's bits are raised until
+// [dirPerms.finish] sets perm.
+func makeDir(p string, perm uint32) error {
+	if perm&0o300 != 0o300 {
+		perm |= 0o700
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(p), ".undosh-restore-")
+	if err != nil {
+		return err
+	}
+	if err := unix.Chmod(tmp, perm); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// setPerm sets the permissions of the file p, refusing to follow a
+// symlink that has taken its place.
+func setPerm(p string, perm uint32) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return err
 	}
-	perm := fi.Mode().Perm() &^ 0o111
-	if exec {
-		perm |= (perm & 0o444) >> 2
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("set permissions: no longer a regular file (%v)", fi.Mode().Type())
 	}
-	return os.Chmod(p, perm)
+	return os.Chmod(p, goPerm(perm))
+}
+
+// goPerm turns permission bits as stat gives them into an [os.FileMode],
+// which keeps setuid, setgid and sticky elsewhere.
+func goPerm(perm uint32) os.FileMode {
+	m := os.FileMode(perm & 0o777)
+	if perm&unix.S_ISUID != 0 {
+		m |= os.ModeSetuid
+	}
+	if perm&unix.S_ISGID != 0 {
+		m |= os.ModeSetgid
+	}
+	if perm&unix.S_ISVTX != 0 {
+		m |= os.ModeSticky
+	}
+	return m
 }

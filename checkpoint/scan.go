@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,79 @@ func unescape(name string) string {
 	return name
 }
 
+// permsName names, in a tree, the blob that records the permission bits
+// of the tree's entries that differ from what their git mode implies (see
+// [defaultPerm]). escape never gives this name: a real name that starts
+// with "~" gets a second one, and ".git" becomes "~.git".
+const permsName = "~perms"
+
+// permBits are the bits of a mode a checkpoint records: the permissions,
+// setuid, setgid and sticky.
+const permBits = 0o7777
+
+// defaultPerm is what a tree entry's git mode implies when no record says
+// otherwise: 0644 for a file, 0755 for an executable file or a directory.
+// A symlink has none (Linux ignores a symlink's own permissions).
+func defaultPerm(m filemode.FileMode) uint32 {
+	switch m {
+	case filemode.Regular:
+		return 0o644
+	case filemode.Executable, filemode.Dir:
+		return 0o755
+	}
+	return 0
+}
+
+// perm is the permission bits of a scanned file or symlink.
+func (e *entry) perm() uint32 {
+	if e.mode == filemode.Symlink {
+		return 0
+	}
+	return e.st.mode & permBits
+}
+
+// permRecord is one line of a tree's permissions blob.
+type permRecord struct {
+	name string // the real name; "." is the directory itself (the root only)
+	perm uint32
+}
+
+// encodePerms writes a permissions blob: lines of a Go-quoted name, a tab
+// and the bits in octal, sorted by name, like the left-out list.
+func encodePerms(l []permRecord) []byte {
+	sort.Slice(l, func(i, j int) bool { return l[i].name < l[j].name })
+	var b strings.Builder
+	for _, r := range l {
+		b.WriteString(strconv.Quote(r.name))
+		b.WriteByte('\t')
+		b.WriteString(fmt.Sprintf("%04o\n", r.perm))
+	}
+	return []byte(b.String())
+}
+
+func decodePerms(data []byte) (map[string]uint32, error) {
+	out := map[string]uint32{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		q, bits, ok := strings.Cut(line, "\t")
+		if !ok {
+			return nil, fmt.Errorf("bad line %q", line)
+		}
+		name, err := strconv.Unquote(q)
+		if err != nil {
+			return nil, fmt.Errorf("bad name in %q: %w", line, err)
+		}
+		v, err := strconv.ParseUint(bits, 8, 32)
+		if err != nil || v&^permBits != 0 {
+			return nil, fmt.Errorf("bad permissions in %q", line)
+		}
+		out[name] = uint32(v)
+	}
+	return out, nil
+}
+
 // entry is one item found by the walk.
 type entry struct {
 	name string // the real name
@@ -59,6 +133,7 @@ type entry struct {
 type dirScan struct {
 	rel     string
 	depth   int
+	mode    uint32 // its stat mode
 	files   []*entry
 	subdirs []string // real names
 	tree    plumbing.Hash
@@ -149,6 +224,15 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		return nil, []LeftOut{{Path: d.rel, Reason: "unreadable", Dir: true}}, nil
 	}
 	defer unix.Close(fd)
+	if d.rel == "" {
+		// A subdirectory's mode comes from its parent's listing; the
+		// root's own permissions are recorded too.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, nil, fmt.Errorf("read workspace %s: %w", s.root, err)
+		}
+		d.mode = st.Mode
+	}
 	names, err := readDirNames(fd)
 	if err != nil {
 		if d.rel == "" {
@@ -183,7 +267,7 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			d.subdirs = append(d.subdirs, name)
-			subs = append(subs, &dirScan{rel: rel, depth: d.depth + 1})
+			subs = append(subs, &dirScan{rel: rel, depth: d.depth + 1, mode: st.Mode})
 			continue
 		case unix.S_IFREG:
 			if st.Size > s.opts.MaxFileSize {
@@ -207,7 +291,9 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 			left = append(left, LeftOut{Path: rel, Reason: "special file"})
 			continue
 		}
-		fs.mode = uint32(e.mode)
+		// The whole mode, permissions included: a chmod must make the
+		// directory's tree dirty even when the content is the same.
+		fs.mode = st.Mode
 		e.st = fs
 		if e.mode == filemode.Symlink {
 			e.hash = objectHash(plumbing.BlobObject, []byte(e.link))
@@ -355,7 +441,9 @@ func readFile(name string, size int64) ([]byte, error) {
 var emptyTree = plumbing.NewHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 
 // buildTrees computes the tree of every directory, bottom up, encoding and
-// storing only the directories that changed since the cache.
+// storing only the directories that changed since the cache. A directory
+// whose entries (or, for the root, itself) have permissions other than
+// their defaults gets a permsName blob listing them.
 func (s *Store) buildTrees(sc *scan, cache *statCache, out sink) (plumbing.Hash, error) {
 	order := make([]*dirScan, 0, len(sc.dirs))
 	for _, d := range sc.dirs {
@@ -371,7 +459,7 @@ func (s *Store) buildTrees(sc *scan, cache *statCache, out sink) (plumbing.Hash,
 				dirty = true
 				continue
 			}
-			if c, ok := cache.files[e.rel]; !ok || c.hash != e.hash || c.mode != uint32(e.mode) {
+			if c, ok := cache.files[e.rel]; !ok || c.hash != e.hash || c.mode != e.st.mode {
 				dirty = true
 			}
 		}
@@ -385,18 +473,30 @@ func (s *Store) buildTrees(sc *scan, cache *statCache, out sink) (plumbing.Hash,
 				continue
 			}
 			entries = append(entries, object.TreeEntry{Name: escape(name), Mode: filemode.Dir, Hash: sub.tree})
-			if sub.dirty {
+			// A subdirectory's permissions are recorded here, in its
+			// parent's tree.
+			if c, ok := cache.dir(rel); sub.dirty || !ok || c.mode != sub.mode {
 				dirty = true
 			}
 		}
 		d.n = len(entries)
-		if c, ok := cache.dir(d.rel); !ok || c.n != uint32(len(entries)) {
+		if c, ok := cache.dir(d.rel); !ok || c.n != uint32(len(entries)) || d.rel == "" && c.mode != d.mode {
 			dirty = true
 		} else if !dirty {
 			d.tree = c.hash
 			continue
 		}
 		d.dirty = true
+		if perms := sc.perms(d); len(perms) > 0 {
+			data := encodePerms(perms)
+			h := objectHash(plumbing.BlobObject, data)
+			if out != nil {
+				if err := out.add(plumbing.BlobObject, h, data); err != nil {
+					return plumbing.ZeroHash, err
+				}
+			}
+			entries = append(entries, object.TreeEntry{Name: permsName, Mode: filemode.Regular, Hash: h})
+		}
 		if len(entries) == 0 {
 			d.tree = emptyTree
 			if out != nil {
@@ -419,6 +519,27 @@ func (s *Store) buildTrees(sc *scan, cache *statCache, out sink) (plumbing.Hash,
 		}
 	}
 	return sc.dirs[""].tree, nil
+}
+
+// perms lists the entries of d whose permissions are not their defaults,
+// and the root itself as ".".
+func (sc *scan) perms(d *dirScan) []permRecord {
+	var out []permRecord
+	if d.rel == "" && d.mode&permBits != defaultPerm(filemode.Dir) {
+		out = append(out, permRecord{name: ".", perm: d.mode & permBits})
+	}
+	for _, e := range d.files {
+		if p := e.perm(); p != defaultPerm(e.mode) {
+			out = append(out, permRecord{name: e.name, perm: p})
+		}
+	}
+	for _, name := range d.subdirs {
+		sub, ok := sc.dirs[join(d.rel, name)]
+		if ok && !sub.skip && sub.mode&permBits != defaultPerm(filemode.Dir) {
+			out = append(out, permRecord{name: name, perm: sub.mode & permBits})
+		}
+	}
+	return out
 }
 
 func (c *statCache) dir(rel string) (cachedDir, bool) {

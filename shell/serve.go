@@ -92,9 +92,12 @@ func Serve(o ServeOptions) error {
 	}
 	ln.SetUnlinkOnClose(true)
 	defer ln.Close()
+	// The pid file appears whole (write, then rename), for doctor and tests.
 	pidFile := filepath.Join(run, "classify.pid")
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err == nil {
-		defer os.Remove(pidFile)
+	if err := os.WriteFile(pidFile+".tmp", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err == nil {
+		if os.Rename(pidFile+".tmp", pidFile) == nil {
+			defer os.Remove(pidFile)
+		}
 	}
 	exe, _ := os.Executable()
 	exeInfo, _ := os.Stat("/proc/self/exe")
