@@ -16,6 +16,7 @@ import (
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -48,12 +49,16 @@ func (r *run) protect() int {
 		return r.e.exec(r.real, r.src)
 	}
 	if d.Class == policy.Fork {
-		if r.pol.Host.Fallback != "git" {
-			return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine is available to run it in a copy",
-				firstReason(d, policy.Fork)), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh")
+		ok, missing := forkEngine(r.e.Getenv)
+		if ok {
+			return r.protectFork(rec, start)
 		}
-		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine is available, so only the workspace is checkpointed (policy host.fallback: git)",
-			firstReason(d, policy.Fork)))
+		if r.pol.Host.Fallback != "git" {
+			return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine can run it in a copy: %s",
+				firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh")
+		}
+		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so only the workspace is checkpointed (policy host.fallback: git)",
+			firstReason(d, policy.Fork), missing))
 	}
 	return r.protectGit(rec, start)
 }
@@ -446,6 +451,18 @@ func finishRollbacks(e *Env, stateDir string) {
 	}
 	pol := policyOrDefault(e)
 	for i, p := range pending {
+		if p.Kind == journal.Machine {
+			did, err := machine.Recover(p.Root)
+			if err != nil {
+				e.errorf(fmt.Errorf("recover the commit of machine step %d cut short: %w", p.Step, err), "undoctl doctor shows the state of the fork engine's journal")
+				continue
+			}
+			done[i]()
+			if len(did) > 0 {
+				e.say(fmt.Sprintf("recovered the commit of machine step %d that was cut short: %s", p.Step, clip(strings.Join(did, "; "), 300)))
+			}
+			continue
+		}
 		s, err := checkpoint.Open(p.Root, checkpoint.Options{StateDir: stateDir, Exclude: pol.Exclude, MaxFileSize: pol.MaxFileSize, Home: e.Getenv("HOME")})
 		if err != nil {
 			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
 )
 
@@ -39,6 +42,7 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 	var c common
 	c.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	force := fs.Bool("force", false, "back: undo a machine step even over later changes to its paths")
 	ops, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -70,8 +74,11 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 		fmt.Fprintf(io.out, "%-5s %-19s %-5s %-5s %-17s %-12s %s\n", "STEP", "TIME", "CLASS", "EXIT", "OUTCOME", "CHECKPOINT", "COMMAND")
 		for _, r := range recs {
 			cp := "-"
-			if len(r.Points) > 0 {
+			switch {
+			case len(r.Points) > 0:
 				cp = shortID(r.Points[0].Before)
+			case len(r.Machine) > 0:
+				cp = "commit " + shortID(r.Machine[0].ID)
 			}
 			ex := strconv.Itoa(r.Exit)
 			if r.Signal != "" {
@@ -100,7 +107,7 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	return back(&c, j, sd, n, io, getenv, *asJSON)
+	return back(&c, j, sd, n, io, getenv, *asJSON, *force)
 }
 
 func showRecord(io stdio, r journal.Record) {
@@ -156,10 +163,13 @@ func showRecord(io stdio, r journal.Record) {
 
 // back restores every workspace step n checkpointed to its state before
 // step n, after checkpointing the current state, and journals the restore.
-func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func(string) string, asJSON bool) error {
+func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func(string) string, asJSON, force bool) error {
 	r, err := j.Find(n)
 	if err != nil {
 		return err
+	}
+	if len(r.Machine) > 0 {
+		return backMachine(j, r, io, force)
 	}
 	if len(r.Points) == 0 {
 		return fmt.Errorf("step %d took no checkpoint (outcome: %s); there is nothing to go back to", n, r.Outcome)
@@ -316,3 +326,48 @@ func oneLine(s string, n int) string {
 	}
 	return s
 }
+
+// backMachine undoes the commits of machine step r, last first; the fork
+// engine refuses when a later commit on the same paths is not undone, or,
+// unless force, when a committed path changed since.
+func backMachine(j *journal.Journal, r journal.Record, io stdio, force bool) error {
+	var commits []machine.Commit
+	for _, m := range r.Machine {
+		commits = append(commits, machine.Commit{Target: m.Target, JournalDir: m.JournalDir, ID: m.ID, Paths: m.Paths})
+	}
+	start := time.Now()
+	if err := machine.Undo(commits, force); err != nil {
+		var ce *fork.ConflictError
+		if errors.As(err, &ce) {
+			return &hintError{err: err, hint: fmt.Sprintf("undoctl back --force %d puts the originals back over those changes", r.ID)}
+		}
+		var oe *fork.OrderError
+		if errors.As(err, &oe) {
+			return &hintError{err: err, hint: "machine steps are undone last first: go back over the later one first (undoctl log)"}
+		}
+		return err
+	}
+	for _, m := range r.Machine {
+		fmt.Fprintf(io.out, "%s: step %d undone: %d %s put back (commit %s)\n", m.Target, r.ID, len(m.Paths), map[bool]string{true: "path", false: "paths"}[len(m.Paths) == 1], m.ID)
+	}
+	rec := journal.Record{Time: start, PID: os.Getpid(), Command: fmt.Sprintf("undoctl back %d", r.ID), Class: "fork",
+		Verdict: "run", Outcome: journal.Restored, Parent: r.ID, Duration: float64(time.Since(start).Microseconds()) / 1000}
+	rec.Cwd, _ = os.Getwd()
+	if id, err := j.NewID(); err == nil {
+		rec.ID = id
+		if err := j.Append(rec); err != nil {
+			fmt.Fprintf(io.err, "undoctl: the undo is not in the journal: %v\n", err)
+		}
+	}
+	return nil
+}
+
+// hintError is an error with a hint for undoctl's report.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+func (e *hintError) Hint() string  { return e.hint }

@@ -24,13 +24,20 @@ type stdio struct {
 
 const usage = `usage: undoctl COMMAND [flags]
 
+machine steps (the local fork engine: root, overlayfs, namespaces):
+  run --fork [--verify CMD] -- CMD…
+                       run CMD in a copy of the machine with the network
+                       cut off; commit it only if CMD and verify pass
+  try [--json] -- CMD… run CMD in a copy, print what it changed, discard it
+
 steps (the journal of what undosh ran):
   log                  list the steps: id, time, class, exit, outcome,
                        checkpoint, command
   show N               everything about step N
   diff N               what step N changed
-  back N               put the workspace back as it was before step N; the
-                       current state is checkpointed first
+  back [--force] N     put the workspace back as it was before step N (the
+                       current state is checkpointed first), or undo machine
+                       step N (last first; --force over later changes)
   demo [--keep]        run the seed's story through undosh in a throwaway
                        git project
 
@@ -80,6 +87,15 @@ common flags (and --json for commands whose output is data):
 var version = "devel"
 
 func run(args []string, io stdio, getenv func(string) string) int {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "try") {
+		// These pass on the status of the command they ran.
+		code, err := runCmd(args[0], args[1:], io, getenv)
+		if err != nil {
+			report(io.err, err)
+			return exit.Code(err)
+		}
+		return code
+	}
 	err := dispatch(args, io, getenv)
 	if err != nil {
 		report(io.err, err)

@@ -767,6 +767,11 @@ func dRunSide(t *testing.T, c diffCase, d diffDirs, shell string) *diffResult {
 		"UNDOSH_REAL_BASH=/bin/bash",
 		"UNDOSH_REAL_SH=/bin/sh",
 	}
+	if c.fallback {
+		// The fallback is what these cases test: keep the local fork
+		// engine out even where it could run (root).
+		env = append(env, "UNDOSH_NO_FORK_ENGINE=1")
+	}
 	for _, e := range c.env {
 		env = append(env, d.expand(e))
 	}

@@ -6,7 +6,8 @@
 // or as sh.
 //
 // Started with argv[0] "undosh-classifier", it is instead the resident
-// classifier that undosh-fast (front/) asks.
+// classifier that undosh-fast (front/) asks; with argv[0]
+// "undosh-fork-init", pid 1 of a copy of the machine (fork/).
 package main
 
 import (
@@ -15,14 +16,21 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/procstate"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/shell"
 )
 
 func main() {
-	if filepath.Base(os.Args[0]) == shell.ClassifierName && len(os.Args) == 1 {
-		os.Exit(classifier())
+	switch filepath.Base(os.Args[0]) {
+	case shell.ClassifierName:
+		if len(os.Args) == 1 {
+			os.Exit(classifier())
+		}
+	case fork.InitName:
+		// pid 1 of a copy of the machine (fork.Copy.Run re-executes undosh).
+		os.Exit(fork.Init())
 	}
 	procstate.Ignore()
 	os.Exit(shell.Main(&shell.Env{

@@ -35,6 +35,8 @@ const (
 	Refused    = "refused"           // the policy refused it; nothing ran
 	Failed     = "error"             // undosh could not protect it; nothing ran
 	Restored   = "restored"          // undoctl back or restore
+	Committed  = "committed"         // a machine step that passed in a copy, committed onto the machine
+	Discarded  = "discarded"         // a machine step that failed in a copy; the machine is unchanged
 	Finished   = "rolled back later" // a rollback cut short, finished by the next undosh
 	Killed     = "killed"            // undosh died while the step ran; its changes stay
 )
@@ -51,6 +53,15 @@ type Checkpoint struct {
 	Restored int `json:"restored,omitempty"`
 }
 
+// MachineCommit is a machine step's commit onto one filesystem, in the
+// fork engine's journal there.
+type MachineCommit struct {
+	Target     string   `json:"target"`
+	JournalDir string   `json:"journal_dir"`
+	ID         string   `json:"id"`
+	Paths      []string `json:"paths,omitempty"`
+}
+
 // Record is one step.
 type Record struct {
 	ID       int             `json:"id"`
@@ -65,6 +76,8 @@ type Record struct {
 	Reasons  []policy.Reason `json:"reasons,omitempty"`
 	Parent   int             `json:"parent,omitempty"` // the step this one ran inside
 	Points   []Checkpoint    `json:"checkpoints,omitempty"`
+	// Machine lists the commits of a machine step run in a copy.
+	Machine  []MachineCommit `json:"machine,omitempty"`
 	Exit     int             `json:"exit"`
 	Signal   string          `json:"signal,omitempty"`
 	Verify   string          `json:"verify,omitempty"`

@@ -10,13 +10,19 @@ import (
 )
 
 // Rollback is a rollback in progress: the workspace Root is being put back
-// to checkpoint Target for step Step.
+// to checkpoint Target for step Step; or, with Kind "machine", a machine
+// step's commit into the fork engine's journal Root, which the fork
+// engine's recovery reverses if it was cut short.
 type Rollback struct {
+	Kind   string `json:"kind,omitempty"`
 	Step   int    `json:"step"`
 	Root   string `json:"root"`
-	Target string `json:"target"`
+	Target string `json:"target,omitempty"`
 	Proc   string `json:"proc"` // pid and start time of the process doing it
 }
+
+// Machine is the Kind of a machine step's commit.
+const Machine = "machine"
 
 // PendingDir is where rollback markers live; it exists only while a
 // rollback is in progress or unfinished, so checking for it costs one

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// needForkEngine skips when the local fork engine cannot run here.
+func needForkEngine(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("machine steps need root (the local fork engine mounts overlays in new namespaces)")
+	}
+	if data, err := os.ReadFile("/proc/filesystems"); err != nil || !bytes.Contains(data, []byte("overlay")) {
+		if exec.Command("modprobe", "overlay").Run() != nil {
+			t.Skip("machine steps need overlayfs, which this kernel does not offer")
+		}
+	}
+}
+
+// machineEnv is an environment for machine steps with its own state
+// directory and workspace.
+func machineEnv(t *testing.T) (env []string, ws string) {
+	ws = t.TempDir()
+	return append(os.Environ(), "UNDOSH_STATE_DIR="+t.TempDir(), "HOME="+t.TempDir(), "UNDOSH_POLICY=-"), ws
+}
+
+// harmless is a path under /etc that no one else uses, removed at the end
+// whatever happens.
+func harmless(t *testing.T) string {
+	p := fmt.Sprintf("/etc/undosh-test-%d-%x", os.Getpid(), rand.Uint64())
+	t.Cleanup(func() { os.Remove(p) })
+	return p
+}
+
+func lastRecord(t *testing.T, env []string) map[string]any {
+	t.Helper()
+	recs := journalRecords(t, env)
+	return recs[len(recs)-1]
+}
+
+// A machine-changing step runs in a copy of the machine: committed when it
+// passes, discarded when it or verify fails, and undone by undoctl back.
+func TestMachineSteps(t *testing.T) {
+	needForkEngine(t)
+	env, ws := machineEnv(t)
+
+	p := harmless(t)
+	got := runWith(t, undoshBin, ws, env, "bash", "-c", "echo committed > "+p+"; cat "+p)
+	if got.code != 0 || got.stdout != "committed\n" || got.stderr != "" {
+		t.Fatalf("passing machine step: %+v", got)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "committed\n" {
+		t.Fatalf("%s after the commit: %q, %v", p, b, err)
+	}
+	rec := lastRecord(t, env)
+	if rec["class"] != "fork" || rec["outcome"] != "committed" || rec["machine"] == nil {
+		t.Errorf("journal: %v", rec)
+	}
+	id := fmt.Sprint(rec["id"])
+
+	// undoctl back takes it away again.
+	back := runWith(t, undoctlBin, ws, env, "undoctl", "back", id)
+	if back.code != 0 {
+		t.Fatalf("undoctl back %s: %+v", id, back)
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after undoctl back: %v", p, err)
+	}
+
+	// A failing step is discarded: the machine never sees it.
+	q := harmless(t)
+	got = runWith(t, undoshBin, ws, env, "bash", "-c", "echo x > "+q+"; exit 3")
+	if got.code != 3 || !strings.Contains(got.stderr, "in a copy of the machine, so the copy was discarded") {
+		t.Errorf("failing machine step: %+v", got)
+	}
+	if _, err := os.Lstat(q); !os.IsNotExist(err) {
+		t.Errorf("a failed step's file reached the machine: %v", err)
+	}
+	if rec := lastRecord(t, env); rec["outcome"] != "discarded" {
+		t.Errorf("journal: %v", rec)
+	}
+
+	// A step that passes but whose verify fails is discarded too, with
+	// verify's status.
+	got = runWith(t, undoshBin, ws, append(env, "UNDOSH_VERIFY=test -s "+q), "bash", "-c", "touch "+q)
+	if got.code != 1 || !strings.Contains(got.stderr, "verify `test -s") {
+		t.Errorf("machine step whose verify fails: %+v", got)
+	}
+	if _, err := os.Lstat(q); !os.IsNotExist(err) {
+		t.Errorf("a step whose verify failed reached the machine: %v", err)
+	}
+
+	// The copy is offline: a listener on the machine's loopback cannot be
+	// reached from inside (it can from outside).
+	if _, err := exec.LookPath("curl"); err == nil {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
+		defer srv.Close()
+		got = runWith(t, undoshBin, ws, env, "bash", "-c", "echo > "+q+"; curl -s "+srv.URL+" || echo offline")
+		if got.stdout != "offline\n" {
+			t.Errorf("network inside the copy: %+v", got)
+		}
+		undoLast(t, env, ws)
+		if out, _ := exec.Command("curl", "-s", srv.URL).Output(); string(out) != "reached" {
+			t.Errorf("the server is not reachable from the machine either (%q): the test proves nothing", out)
+		}
+	}
+}
+
+// undoctl try shows what a command would change and always discards it;
+// undoctl run --fork commits it.
+func TestUndoctlTryAndRun(t *testing.T) {
+	needForkEngine(t)
+	env, ws := machineEnv(t)
+	p := harmless(t)
+	got := runWith(t, undoctlBin, ws, env, "undoctl", "try", "--json", "--", "sh", "-c", "printf abc > "+p)
+	if got.code != 0 {
+		t.Fatalf("try: %+v", got)
+	}
+	var res struct {
+		Exit    int
+		Changes []struct {
+			Path, What string
+			Size       int64
+		}
+	}
+	if err := json.Unmarshal([]byte(got.stdout), &res); err != nil {
+		t.Fatalf("try --json: %v\n%s", err, got.stdout)
+	}
+	if len(res.Changes) != 1 || res.Changes[0].Path != p || res.Changes[0].What != "added" || res.Changes[0].Size != 3 {
+		t.Errorf("try --json changes: %+v", res.Changes)
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("try left %s on the machine: %v", p, err)
+	}
+
+	got = runWith(t, undoctlBin, ws, env, "undoctl", "run", "--fork", "--verify", "test -s "+p, "--", "sh", "-c", "printf abc > "+p)
+	if got.code != 0 {
+		t.Fatalf("run --fork: %+v", got)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "abc" {
+		t.Errorf("run --fork did not commit: %q", b)
+	}
+	got = runWith(t, undoctlBin, ws, env, "undoctl", "run", "--fork", "--verify", "false", "--", "sh", "-c", "printf new > "+p)
+	if got.code != 1 {
+		t.Errorf("run --fork with a failing verify: %+v", got)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "abc" {
+		t.Errorf("a run whose verify failed changed the machine: %q", b)
+	}
+	// The committed run is the last step but one (the refused run is last).
+	recs := journalRecords(t, env)
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i]["outcome"] == "committed" {
+			if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", fmt.Sprint(recs[i]["id"])); back.code != 0 {
+				t.Errorf("undoctl back of the run: %+v", back)
+			}
+			break
+		}
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after undoctl back: %v", p, err)
+	}
+}
+
+// undoLast undoes the last step with undoctl back, so that the machine
+// and the fork engine's journal are left as they were.
+func undoLast(t *testing.T, env []string, ws string) {
+	t.Helper()
+	id := fmt.Sprint(lastRecord(t, env)["id"])
+	if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", id); back.code != 0 {
+		t.Errorf("undoctl back %s: %+v", id, back)
+	}
+}
+
+func journalRecords(t *testing.T, env []string) []map[string]any {
+	t.Helper()
+	var sd string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "UNDOSH_STATE_DIR="); ok {
+			sd = v
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(sd, "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// dpkg -i of a tiny package built here is committed, then undone: dpkg
+// forgets it and its audit is clean.
+func TestMachineStepDpkg(t *testing.T) {
+	needForkEngine(t)
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("dpkg-deb is not installed")
+	}
+	env, ws := machineEnv(t)
+	name := fmt.Sprintf("undosh-test-pkg-%x", rand.Uint32())
+	t.Cleanup(func() { exec.Command("dpkg", "--purge", name).Run() })
+	pkg := filepath.Join(t.TempDir(), "pkg")
+	os.MkdirAll(filepath.Join(pkg, "DEBIAN"), 0o755)
+	os.MkdirAll(filepath.Join(pkg, "usr/share", name), 0o755)
+	os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte("Package: "+name+"\nVersion: 1.0\nArchitecture: all\nMaintainer: undosh tests <tests@example.invalid>\nDescription: a package undosh's tests install and remove\n"), 0o644)
+	os.WriteFile(filepath.Join(pkg, "usr/share", name, "hello"), []byte("hello\n"), 0o644)
+	deb := filepath.Join(t.TempDir(), name+".deb")
+	if out, err := exec.Command("dpkg-deb", "--build", "--root-owner-group", pkg, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v\n%s", err, out)
+	}
+	got := runWith(t, undoshBin, ws, append(env, "UNDOSH_VERIFY=dpkg -s "+name), "bash", "-c", "dpkg -i "+deb)
+	if got.code != 0 {
+		t.Fatalf("dpkg -i in a machine step: %+v", got)
+	}
+	if out, err := exec.Command("dpkg", "-s", name).CombinedOutput(); err != nil || !strings.Contains(string(out), "install ok installed") {
+		t.Fatalf("after the commit, dpkg -s: %v\n%s", err, out)
+	}
+	id := fmt.Sprint(lastRecord(t, env)["id"])
+	back := runWith(t, undoctlBin, ws, env, "undoctl", "back", id)
+	if back.code != 0 {
+		t.Fatalf("undoctl back %s: %+v", id, back)
+	}
+	if err := exec.Command("dpkg", "-s", name).Run(); err == nil {
+		t.Errorf("dpkg still knows %s after undoctl back", name)
+	}
+	if out, _ := exec.Command("dpkg", "--audit").CombinedOutput(); len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("dpkg --audit after the undo:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join("/usr/share", name)); !os.IsNotExist(err) {
+		t.Errorf("the package's files are still there: %v", err)
+	}
+}

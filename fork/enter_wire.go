@@ -1,0 +1,166 @@
+package fork
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// The init's instructions and report travel as fields ended by NUL bytes,
+// which no path, argument or environment string can hold: a decoder of a
+// dozen lines, and no reflection in the init's start-up, on every
+// session's critical path.
+const (
+	specMagic   = "undosh-fork-spec-1"
+	reportMagic = "undosh-fork-report-1"
+)
+
+type wire struct{ b []byte }
+
+func (w *wire) str(s string) { w.b = append(append(w.b, s...), 0) }
+func (w *wire) num(n int64)  { w.str(strconv.FormatInt(n, 10)) }
+func (w *wire) flag(v bool) {
+	if v {
+		w.str("1")
+	} else {
+		w.str("0")
+	}
+}
+func (w *wire) strs(l []string) {
+	w.num(int64(len(l)))
+	for _, s := range l {
+		w.str(s)
+	}
+}
+
+// unwire reads fields; the first error sticks.
+type unwire struct {
+	f   []string
+	err error
+}
+
+var errWire = errors.New("malformed message")
+
+func newUnwire(b []byte) *unwire {
+	s := string(b)
+	if !strings.HasSuffix(s, "\x00") {
+		return &unwire{err: errWire}
+	}
+	return &unwire{f: strings.Split(s[:len(s)-1], "\x00")}
+}
+
+func (u *unwire) str() string {
+	if u.err != nil || len(u.f) == 0 {
+		u.err = errWire
+		return ""
+	}
+	s := u.f[0]
+	u.f = u.f[1:]
+	return s
+}
+
+func (u *unwire) num() int64 {
+	n, err := strconv.ParseInt(u.str(), 10, 64)
+	if err != nil && u.err == nil {
+		u.err = errWire
+	}
+	return n
+}
+
+func (u *unwire) flag() bool { return u.str() == "1" }
+
+func (u *unwire) strs() []string {
+	n := u.num()
+	if u.err != nil || n < 0 || n > int64(len(u.f)) {
+		u.err = errWire
+		return nil
+	}
+	l := make([]string, n)
+	for i := range l {
+		l[i] = u.str()
+	}
+	return l
+}
+
+func (u *unwire) end() error {
+	if u.err == nil && len(u.f) != 0 {
+		u.err = errWire
+	}
+	return u.err
+}
+
+func (s *initSpec) encode() []byte {
+	var w wire
+	w.str(specMagic)
+	w.str(s.Root)
+	w.str(s.HostMountNS)
+	w.str(s.Hostname)
+	w.str(s.Dir)
+	w.strs(s.Argv)
+	w.strs(s.Env)
+	w.num(int64(len(s.Layers)))
+	for _, l := range s.Layers {
+		w.str(l.Mount)
+		w.str(l.Upper)
+		w.str(l.Work)
+		w.flag(l.ReadOnly)
+	}
+	return w.b
+}
+
+func decodeSpec(b []byte) (*initSpec, error) {
+	u := newUnwire(b)
+	if u.str() != specMagic {
+		return nil, errWire
+	}
+	s := &initSpec{
+		Root:        u.str(),
+		HostMountNS: u.str(),
+		Hostname:    u.str(),
+		Dir:         u.str(),
+		Argv:        u.strs(),
+		Env:         u.strs(),
+	}
+	n := u.num()
+	if u.err == nil && (n < 0 || n > int64(len(u.f))) {
+		u.err = errWire
+	}
+	for i := int64(0); i < n && u.err == nil; i++ {
+		s.Layers = append(s.Layers, specLayer{Mount: u.str(), Upper: u.str(), Work: u.str(), ReadOnly: u.flag()})
+	}
+	return s, u.end()
+}
+
+func (r *initReport) encode() []byte {
+	var w wire
+	w.str(reportMagic)
+	w.num(int64(r.Status))
+	w.num(int64(r.Signal))
+	w.num(r.SetupNS)
+	w.flag(r.NotFound)
+	w.str(strings.ReplaceAll(r.Error, "\x00", ""))
+	return w.b
+}
+
+func decodeReport(b []byte) (initReport, error) {
+	u := newUnwire(b)
+	if u.str() != reportMagic {
+		return initReport{}, errWire
+	}
+	r := initReport{Status: int(u.num()), Signal: int(u.num()), SetupNS: u.num(), NotFound: u.flag(), Error: u.str()}
+	return r, u.end()
+}
+
+// readReport reads the init's report. The init has exited, so the pipe is
+// at EOF once the report is read.
+func readReport(r io.Reader) (initReport, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return initReport{}, err
+	}
+	if len(b) == 0 {
+		return initReport{}, io.ErrUnexpectedEOF
+	}
+	return decodeReport(b)
+}

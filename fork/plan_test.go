@@ -1,0 +1,201 @@
+package fork
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+)
+
+// TestDiffRefuses checks that Diff refuses what a commit must not put on
+// the real root, listing every such path at once.
+func TestDiffRefuses(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	base := t.TempDir()
+	w := tree{t, base}
+	w.dir("root", 0o755)
+	w.dir("upper", 0o755)
+	r := tree{t, filepath.Join(base, "root")}
+	r.dir("srv", 0o755)
+	r.dir("srv/moved", 0o755)
+	r.dir("var", 0o755)
+	r.dir("var/tmp", 0o1777)
+	r.file("srv/meta", "lower\n", 0o644, tBase)
+	t0 := time.Now()
+	u := tree{t, filepath.Join(base, "upper")}
+	u.mirror(r.root, "srv")
+	w.must(unix.Mknod(u.p("srv/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+	w.must(unix.Mknod(u.p("srv/disk"), unix.S_IFBLK|0o660, int(unix.Mkdev(8, 0))))
+	u.mirror(r.root, "srv/moved")
+	u.xattr("srv/moved", "trusted.overlay.redirect", []byte("/srv/elsewhere"))
+	u.file("srv/meta", "", 0o644, tBase)
+	u.xattr("srv/meta", "trusted.overlay.metacopy", nil)
+	u.file("srv/fine", "fine\n", 0o644, tNew)
+	u.whiteout("var") // would take /var/tmp with it
+
+	_, err := Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, DiffOptions{Root: r.root})
+	var re *RefusedError
+	if !errors.As(err, &re) {
+		t.Fatalf("Diff = %v, want a *RefusedError", err)
+	}
+	var got []string
+	for _, p := range re.Problems {
+		got = append(got, p.Path+": "+strings.Fields(p.Reason)[0])
+	}
+	want := []string{
+		"/srv/disk: device", "/srv/meta: overlayfs", "/srv/moved: overlayfs", "/srv/null: device",
+		"/var: removing",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refused (-want +got):\n%s\n%v", diff, re)
+	}
+}
+
+// TestDiffExcludes checks the paths a commit always leaves out, and that
+// they are found from the root for a submount's layer.
+func TestDiffExcludes(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	base := t.TempDir()
+	w := tree{t, base}
+	w.dir("root", 0o755)
+	w.dir("upper", 0o755)
+	r := tree{t, filepath.Join(base, "root")}
+	for _, d := range []string{"var", "var/lib", "var/lib/undosh", "var/lib/dpkg", "var/lib/dpkg/triggers", "var/lib/apt",
+		"var/lib/apt/lists", "var/cache", "var/cache/apt", "var/cache/apt/archives", "var/tmp", "var/log"} {
+		r.dir(d, 0o755)
+	}
+	// The layer of a /var mount.
+	target := r.p("var")
+	t0 := time.Now()
+	u := tree{t, filepath.Join(base, "upper")}
+	for _, d := range []string{"lib", "lib/dpkg", "lib/dpkg/triggers", "lib/apt", "lib/apt/lists", "cache", "cache/apt",
+		"cache/apt/archives", "log"} {
+		u.mirror(target, d)
+	}
+	for _, f := range []string{"lib/dpkg/lock", "lib/dpkg/lock-frontend", "lib/dpkg/triggers/Lock", "lib/apt/lists/lock",
+		"cache/apt/archives/lock", "log/mine", "log/seeded"} {
+		u.file(f, "", 0o640, tNew)
+	}
+	u.whiteout("lib/undosh") // the state directory, hidden from the copy
+	u.dir("tmp", 0o1777)
+	u.whiteout(HiddenName)
+
+	p, err := Diff(Layer{Target: target, Upper: u.root, T0: t0}, DiffOptions{Root: r.root, Seeded: []string{"/var/log/seeded"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"add log/mine"}, opLines(p)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	var excluded []string
+	for _, s := range p.Skipped {
+		excluded = append(excluded, s.Path)
+	}
+	want := []string{"/var/.undosh-fork", "/var/cache/apt/archives/lock", "/var/lib/apt/lists/lock", "/var/lib/dpkg/lock",
+		"/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/triggers/Lock", "/var/lib/undosh", "/var/log/seeded", "/var/tmp"}
+	if diff := cmp.Diff(want, excluded); diff != "" {
+		t.Errorf("excluded (-want +got):\n%s", diff)
+	}
+	if got := p.Name(p.Ops[0]); got != "/var/log/mine" {
+		t.Errorf("Name = %s, want /var/log/mine", got)
+	}
+	if _, err := Diff(Layer{Target: "/etc", Upper: u.root, T0: t0}, DiffOptions{Root: r.root}); err == nil {
+		t.Errorf("Diff of a target outside the root succeeded")
+	}
+}
+
+// TestSummary checks the plan's account for people, and that a plan
+// survives JSON (the form the copy half and undoctl try --json use).
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	p := f.diff(t)
+	s := p.Summary()
+	for _, want := range []string{
+		"32 changes to " + f.target + ": 14 added, 4 replaced, 5 removed, 8 directories made, 1 with new attributes; 8.0 MiB of new data; 1 copied up unchanged\n",
+		"  remove   /srv/gone\n",
+		"  mkdir    /opt/ro/ (0555 0:0)\n",
+		"  attrs    /var/www (0700 33:33)\n",
+		"  add      /usr/bin/tool2 (hard link to /usr/bin/tool)\n",
+		"  add      /usr/bin/suid (5 B, 4755 0:0)\n",
+		"  replace  /etc/link (-> new.conf)\n",
+		"  add      /srv/fifo (fifo, 0620 0:0)\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Summary lacks %q:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "\n"); n != 33 {
+		t.Errorf("Summary has %d lines, want 33", n)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q Plan
+	if err := json.Unmarshal(data, &q); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, q); diff != "" {
+		t.Errorf("plan after JSON (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(p.Paths(), "/usr/share/doc/pkg/c") || len(p.Paths()) != 32-3 {
+		t.Errorf("Paths = %v", p.Paths())
+	}
+}
+
+// TestDiffMirrored: a directory the copy only mirrored (to hold a seeded
+// path) is not committed when the real one changed since T0; without the
+// record, its old attributes would be.
+func TestDiffMirrored(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	base := t.TempDir()
+	w := tree{t, base}
+	w.dir("root", 0o755)
+	w.dir("upper", 0o755)
+	r := tree{t, filepath.Join(base, "root")}
+	r.dir("usr", 0o755)
+	r.dir("usr/sbin", 0o2755)
+	t0 := time.Now()
+	u := tree{t, filepath.Join(base, "upper")}
+	u.mirror(r.root, "usr")
+	u.mirror(r.root, "usr/sbin")
+	u.file("usr/sbin/policy-rc.d", "exit 101\n", 0o755, tNew)
+	w.must(unix.Chmod(r.p("usr/sbin"), 0o750)) // on the host, after T0
+	o := DiffOptions{Root: r.root, Seeded: []string{"/usr/sbin/policy-rc.d"}}
+	p, err := Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"meta usr/sbin"}, opLines(p)); diff != "" {
+		t.Errorf("without the record (-want +got):\n%s", diff)
+	}
+	o.Mirrored = []Mirror{
+		{Path: "/usr", Mode: fs.ModeDir | 0o755},
+		{Path: "/usr/sbin", Mode: fs.ModeDir | fs.ModeSetgid | 0o755},
+	}
+	if p, err = Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ops) != 0 {
+		t.Errorf("with the record: %v, want no operation", opLines(p))
+	}
+	// The step changed the mirrored directory itself: that is committed.
+	w.must(unix.Chmod(u.p("usr/sbin"), 0o700))
+	if p, err = Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, o); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"meta usr/sbin"}, opLines(p)); diff != "" {
+		t.Errorf("after a chmod in the copy (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,358 @@
+// Package machine runs machine-changing steps with the local fork engine:
+// the step, then verify, each a session in a copy of the machine with the
+// network cut off; the copy is committed onto the real root only when both
+// pass, and discarded otherwise. It is the glue between fork (the engine)
+// and its callers, undosh's shell and undoctl run --fork / try.
+//
+// Machine steps run one at a time: a second one waits for the first (an
+// flock in the state directory).
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/journal"
+)
+
+// Step is one machine-changing step.
+type Step struct {
+	// Argv is run in the copy (the real bash with the caller's argv, for
+	// undosh). Required.
+	Argv []string
+	Dir  string
+	Env  []string
+	// Stdin, Stdout, Stderr are the step's files (nil: /dev/null).
+	Stdin, Stdout, Stderr *os.File
+	// Verify, when set, runs after a step that passed, with bash -c in
+	// VerifyDir (default Dir), in the same copy: the copy is kept only if
+	// it passes. Empty: the step's own exit status decides.
+	Verify, VerifyDir string
+	// Shell runs Verify ("/bin/bash" by default).
+	Shell string
+	// Timeout bounds the step and verify each (0: 30 minutes).
+	Timeout time.Duration
+	// StateDir holds the lock that serialises machine steps.
+	StateDir string
+	// Journal and ID, when set, mark each commit as in progress in the
+	// journal's pending directory, so that the next undosh has the fork
+	// engine recover a commit cut short.
+	Journal *journal.Journal
+	ID      int
+	Logger  *slog.Logger
+}
+
+// Commit is one filesystem's commit of a step.
+type Commit struct {
+	Target     string   `json:"target"`
+	JournalDir string   `json:"journal_dir"`
+	ID         string   `json:"id"`
+	Paths      []string `json:"paths"`
+}
+
+// Outcome is how a machine step ended.
+type Outcome struct {
+	// Status is the step's exit status (128+n for signal n); Signal the
+	// signal that killed it.
+	Status int
+	Signal syscall.Signal
+	// TimedOut: the step or verify ran out of time.
+	TimedOut bool
+	// VerifyStatus is verify's status, or -1 when it did not run.
+	VerifyStatus int
+	// VerifyOutput is the end of what verify printed.
+	VerifyOutput []byte
+	// Commits are what was committed; empty when the copy was discarded.
+	Commits []Commit
+	// Changes counts the operations committed (or, for Try, planned).
+	Changes int
+	// Conflict is set when the step and verify passed but the commit was
+	// refused because real paths changed meanwhile; nothing was changed.
+	Conflict *fork.ConflictError
+	// Units are systemd units whose files changed; Mapped processes that
+	// still map deleted files.
+	Units  []string
+	Mapped []fork.Mapping
+	// Plans are the plans of the copy's layers (Try).
+	Plans []fork.Plan
+}
+
+// Passed reports whether the step and verify passed.
+func (o Outcome) Passed() bool { return o.Status == 0 && o.VerifyStatus <= 0 && !o.TimedOut }
+
+// lock serialises machine steps.
+func lock(stateDir string) (func(), error) {
+	if stateDir == "" {
+		stateDir = fork.DefaultStateDir
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, "machine.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// Run runs s in a copy; with commit, a copy whose step and verify passed
+// is committed onto the real root. The copy is always discarded at the end.
+func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
+	out := Outcome{VerifyStatus: -1}
+	if s.Timeout == 0 {
+		s.Timeout = 30 * time.Minute
+	}
+	unlock, err := lock(s.StateDir)
+	if err != nil {
+		return out, fmt.Errorf("machine step lock: %w", err)
+	}
+	defer unlock()
+	c, err := fork.Create(fork.Options{Logger: s.Logger})
+	if err != nil {
+		return out, fmt.Errorf("make a copy of the machine: %w", err)
+	}
+	defer c.Discard()
+	res, err := c.Run(ctx, fork.RunOptions{Argv: s.Argv, Dir: s.Dir, Env: s.Env,
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout})
+	if err != nil {
+		return out, fmt.Errorf("run the step in the copy: %w", err)
+	}
+	out.Status, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
+	if out.Status == 0 && s.Verify != "" {
+		if err := verify(ctx, c, s, &out); err != nil {
+			return out, err
+		}
+	}
+	for _, ov := range c.Overlays {
+		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0}, fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
+		if err != nil {
+			return out, fmt.Errorf("read what the step changed under %s: %w", ov.Mount, err)
+		}
+		if len(plan.Ops) > 0 {
+			out.Plans = append(out.Plans, plan)
+			out.Changes += len(plan.Ops)
+		}
+	}
+	if !commit || !out.Passed() || len(out.Plans) == 0 {
+		return out, nil
+	}
+	for _, plan := range out.Plans {
+		done := func() {}
+		if s.Journal != nil {
+			if done, err = s.Journal.MarkRollback(journal.Rollback{Kind: journal.Machine, Step: s.ID, Root: fork.JournalDir(plan.Target)}); err != nil {
+				return out, err
+			}
+		}
+		rec, err := fork.Commit(plan, fork.CommitOptions{Logger: s.Logger})
+		done()
+		var ce *fork.ConflictError
+		if errors.As(err, &ce) {
+			out.Conflict = ce
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("commit the copy onto %s: %w", plan.Target, err)
+		}
+		out.Commits = append(out.Commits, Commit{Target: plan.Target, JournalDir: fork.JournalDir(plan.Target), ID: rec.ID, Paths: rec.Paths})
+		if units, err := fork.ChangedUnits(plan); err == nil {
+			out.Units = append(out.Units, units...)
+		}
+	}
+	sort.Strings(out.Units)
+	out.Mapped = mappedCommitted(out.Commits)
+	return out, nil
+}
+
+// verify runs s.Verify in the copy, keeping the end of its output.
+func verify(ctx context.Context, c *fork.Copy, s Step, out *Outcome) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	done := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		if len(b) > 4096 {
+			b = b[len(b)-4096:]
+		}
+		done <- b
+	}()
+	sh := s.Shell
+	if sh == "" {
+		sh = "/bin/bash"
+	}
+	dir := s.VerifyDir
+	if dir == "" {
+		dir = s.Dir
+	}
+	res, err := c.Run(ctx, fork.RunOptions{Argv: []string{sh, "-c", s.Verify}, Dir: dir, Env: s.Env, Stdout: w, Stderr: w, Timeout: s.Timeout})
+	w.Close()
+	out.VerifyOutput = <-done
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("run verify in the copy: %w", err)
+	}
+	out.VerifyStatus = res.ExitCode
+	out.TimedOut = out.TimedOut || res.TimedOut
+	return nil
+}
+
+// Undo undoes the commits of one step, last first.
+func Undo(commits []Commit, force bool) error {
+	for i := len(commits) - 1; i >= 0; i-- {
+		c := commits[i]
+		if err := fork.Undo(c.JournalDir, c.ID, force); err != nil {
+			return fmt.Errorf("undo the commit %s onto %s: %w", c.ID, c.Target, err)
+		}
+	}
+	return nil
+}
+
+// mappedCommitted lists the processes that still map a file the commits
+// replaced or removed: they run the old version until restarted.
+func mappedCommitted(commits []Commit) []fork.Mapping {
+	changed := map[string]bool{}
+	for _, c := range commits {
+		for _, p := range c.Paths {
+			changed[filepath.Join(c.Target, p)] = true
+			changed[p] = true
+		}
+	}
+	all, err := fork.MappedDeleted()
+	if err != nil {
+		return nil
+	}
+	var out []fork.Mapping
+	for _, m := range all {
+		for _, f := range m.Files {
+			if changed[strings.TrimSuffix(f, " (deleted)")] {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Report fills rec (a journal record of step id) from out, and returns the
+// one line to say on stderr ("" for none) and the exit status the caller
+// should give: the step's own, verify's when verify failed, or 1 when a
+// conflict kept a passing step from being applied.
+func Report(id int, out Outcome, verify string, rec *journal.Record) (notice string, code int) {
+	rec.Exit = out.Status
+	if out.Signal != 0 {
+		rec.Signal = unix.SignalName(out.Signal)
+	}
+	rec.Verify = verify
+	if out.VerifyStatus >= 0 {
+		ok := out.VerifyStatus == 0
+		rec.VerifyOK = &ok
+		if !ok {
+			rec.VerifyOutput = string(out.VerifyOutput)
+		}
+	}
+	for _, c := range out.Commits {
+		rec.Machine = append(rec.Machine, journal.MachineCommit{Target: c.Target, JournalDir: c.JournalDir, ID: c.ID, Paths: c.Paths})
+	}
+	code = out.Status
+	switch {
+	case out.Conflict != nil:
+		rec.Outcome = journal.Discarded
+		paths := make([]string, 0, len(out.Conflict.Problems))
+		for _, p := range out.Conflict.Problems {
+			paths = append(paths, p.Path)
+		}
+		notice = fmt.Sprintf("step %d passed in a copy of the machine, but was not applied: %d %s changed on the machine meanwhile (%s); run it again",
+			id, len(paths), plural(len(paths), "path", "paths"), clip(strings.Join(paths, ", "), 200))
+		code = 1
+	case out.Status != 0 || out.TimedOut:
+		rec.Outcome = journal.Discarded
+		why := fmt.Sprintf("failed (exit %d)", out.Status)
+		if out.Signal != 0 {
+			why = "failed (killed by " + unix.SignalName(out.Signal) + ")"
+		}
+		if out.TimedOut {
+			why = "ran out of time"
+		}
+		if out.Changes > 0 {
+			notice = fmt.Sprintf("step %d %s in a copy of the machine, so the copy was discarded (%d %s); the machine is unchanged",
+				id, why, out.Changes, plural(out.Changes, "change", "changes"))
+		}
+	case out.VerifyStatus > 0:
+		rec.Outcome = journal.Discarded
+		notice = fmt.Sprintf("step %d passed in a copy of the machine, but verify `%s` failed (exit %d): the copy was discarded; the machine is unchanged",
+			id, clip(verify, 60), out.VerifyStatus)
+		code = out.VerifyStatus
+	default:
+		rec.Outcome = journal.Committed
+		if len(out.Commits) == 0 {
+			rec.Outcome = journal.Kept // nothing to commit
+		}
+		RestartUnits(out.Units)
+		if len(out.Mapped) > 0 {
+			names := make([]string, 0, len(out.Mapped))
+			for _, m := range out.Mapped {
+				names = append(names, fmt.Sprintf("%s[%d]", m.Comm, m.PID))
+			}
+			notice = fmt.Sprintf("step %d changed files that running processes still use: %s (restart them to pick up the change)",
+				id, clip(strings.Join(names, ", "), 200))
+		}
+	}
+	rec.Notice = notice
+	return notice, code
+}
+
+// RestartUnits restarts, where systemd runs the machine, the units whose
+// files a commit changed, so that they run what was committed.
+func RestartUnits(units []string) {
+	if len(units) == 0 {
+		return
+	}
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		return // not booted with systemd (a container)
+	}
+	exec.Command("systemctl", "daemon-reload").Run()
+	exec.Command("systemctl", append([]string{"try-restart"}, units...)...).Run()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", "\\n")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+// Recover has the fork engine finish what a machine step's commit cut
+// short left in journalDir.
+func Recover(journalDir string) ([]string, error) { return fork.Recover(journalDir) }

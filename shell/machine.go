@@ -1,0 +1,104 @@
+package shell
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/policy"
+)
+
+// forkEngine reports whether the local fork engine can run here, and what
+// is missing when it cannot. UNDOSH_NO_FORK_ENGINE=1 turns it off (the
+// policy's host.fallback then applies).
+func forkEngine(getenv func(string) string) (bool, string) {
+	if getenv("UNDOSH_NO_FORK_ENGINE") != "" {
+		return false, "the local fork engine is turned off (UNDOSH_NO_FORK_ENGINE)"
+	}
+	if err := fork.Probe(); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
+}
+
+// protectFork runs a machine-changing step in a copy of the machine: the
+// step, then verify (the policy's, $UNDOSH_VERIFY, or none: the step's own
+// status decides), each a session in the copy with only lo for a
+// network. The copy is committed onto the machine only when both pass.
+func (r *run) protectFork(rec journal.Record, start time.Time) int {
+	e := r.e
+	d := r.dec
+	j, err := journal.Open(r.stateDir)
+	if err != nil {
+		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		return exit.Usage
+	}
+	step, err := j.BeginIn(nil) // a machine step may touch any workspace
+	if err != nil {
+		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		return exit.Usage
+	}
+	rec.ID = step.ID
+	verify := d.Verify
+	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
+		verify = v
+	}
+	markSupervising(policy.Fork)
+	env := append(append([]string(nil), e.Environ...), "UNDOSH_STEP="+strconv.Itoa(step.ID))
+	files := append([]*os.File(nil), e.Files...)
+	if r.src.stdin != nil {
+		files[0] = r.src.stdin
+	}
+	verifyDir := r.cwd
+	if len(d.Roots) > 0 {
+		verifyDir = d.Roots[0]
+	}
+	argv := append([]string{r.real}, e.Argv[1:]...)
+	// A signal to undosh ends the session in the copy, which is then
+	// discarded, and undosh dies by it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got os.Signal
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case got = <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	out, err := machine.Run(ctx, machine.Step{Argv: argv, Dir: r.cwd, Env: env,
+		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: verifyDir,
+		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID}, true)
+	if err != nil && ctx.Err() != nil {
+		if sig, ok := got.(syscall.Signal); ok {
+			out.Status, out.Signal = 128+int(sig), sig
+		}
+	} else if err != nil {
+		step.Abandon()
+		e.errorf(fmt.Errorf("step %d: %w", step.ID, err), "nothing was applied to the machine; undoctl doctor shows what the fork engine needs")
+		return exit.Usage
+	}
+	notice, code := machine.Report(step.ID, out, verify, &rec)
+	if notice != "" {
+		e.say(notice)
+	}
+	rec.Duration = ms(time.Since(start))
+	if err := step.Finish(rec); err != nil {
+		e.errorf(err, "the step ran; its record is missing from the journal")
+	}
+	if out.Signal != 0 {
+		e.DieBy(out.Signal)
+	}
+	return code
+}
