@@ -13,6 +13,8 @@
 #              pivot_root, capabilities; run true; reap), Discard
 #   ondisk     the same with Options.OnDisk (the upper on the state
 #              directory's filesystem)
+#   try        undoctl try -- true: the same through the CLI (its start,
+#              the machine-step lock, the diff and its summary included)
 # Each round runs them in a rotated order (bench/sidebyside times each
 # with fork, exec and wait4). Targets: forktry <= 60 ms median, and
 # <= 4x unshare. binpash/try's `try -n true` took 1.9-3.2 s on this kind
@@ -33,7 +35,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "bench/fork.sh: needs root" >&2
   exit 2
 fi
-go build -o bin/ ./bench/forktry ./bench/sidebyside
+go build -o bin/ ./bench/forktry ./bench/sidebyside ./cmd/undoctl
 work=$(mktemp -d /var/tmp/undosh-bench-fork.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 state=$work/state
@@ -41,14 +43,15 @@ bin=$PWD/bin
 
 echo "== enter a copy, run true, discard it; $(uname -r), binary $(stat -c %s bin/forktry | awk '{printf "%.1f MB", $1 / 1e6}')"
 bin/sidebyside -rounds "$ROUNDS" -warmup "$WARMUP" ${RAW:+-raw "$RAW"} -dir "$work" \
-  -ratio 'forktry/unshare<=4' -ratio forktry/unshare6 -ratio ondisk/unshare -ratio unshare6/unshare -ratio unshare/true \
+  -ratio 'forktry/unshare<=4' -ratio 'try/unshare' -ratio forktry/unshare6 -ratio ondisk/unshare -ratio unshare6/unshare -ratio unshare/true \
   -after 'forktry=test -z "$(ls -A '"$state"')"' \
   -after 'ondisk=test -z "$(ls -A '"$state"')"' \
   -- true /bin/true \
   :: unshare unshare --mount --net --pid --fork true \
   :: unshare6 unshare --mount --net --pid --ipc --uts --cgroup --fork true \
   :: forktry "$bin/forktry" -state "$state" -- true \
-  :: ondisk "$bin/forktry" -ondisk -state "$state" -- true | tee "$work/out"
+  :: ondisk "$bin/forktry" -ondisk -state "$state" -- true \
+  :: try env UNDOSH_STATE_DIR="$work/undoctl-state" "$bin/undoctl" try -- true | tee "$work/out"
 awk '$1 == "forktry" && NF >= 5 && $2 + 0 > 0 {
        printf "\nforktry median %.2f ms: target <= 60 ms: %s\n", $2, ($2 <= 60 ? "met" : "MISSED"); exit }' "$work/out"
 

@@ -29,6 +29,7 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 	forkFlag := fs.Bool("fork", false, "run: in a copy of the machine (the only kind there is yet)")
 	verify := fs.String("verify", "", "run: a shell command that must pass in the copy before it is committed")
 	asJSON := fs.Bool("json", false, "try: print the changes as JSON")
+	timing := fs.Bool("timing", false, "print how long each phase took, on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 0, &exit.UsageError{Msg: err.Error()}
 	}
@@ -60,6 +61,7 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 		if err != nil {
 			return 0, err
 		}
+		printPhases(io, out, *timing)
 		return out.Status, printChanges(io, out, *asJSON)
 	}
 	start := time.Now()
@@ -79,6 +81,7 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 		}
 		return 0, err
 	}
+	printPhases(io, out, *timing)
 	notice, code := machine.Report(rec.ID, out, *verify, &rec)
 	if notice != "" {
 		fmt.Fprintf(io.err, "undoctl: %s\n", notice)
@@ -151,4 +154,18 @@ func printChanges(io stdio, out machine.Outcome, asJSON bool) error {
 		fmt.Fprintf(io.out, "%-8s %s%s\n", c.What, quotePath(c.Path), size)
 	}
 	return nil
+}
+
+// printPhases prints how long each phase of a machine step took.
+func printPhases(io stdio, out machine.Outcome, on bool) {
+	if !on {
+		return
+	}
+	var parts []string
+	for _, p := range []string{"create", "step", "verify", "diff", "commit", "discard"} {
+		if d, ok := out.Phases[p]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f ms", p, float64(d.Microseconds())/1000))
+		}
+	}
+	fmt.Fprintf(io.err, "undoctl: timing: %s\n", strings.Join(parts, ", "))
 }

@@ -88,6 +88,9 @@ type Outcome struct {
 	Mapped []fork.Mapping
 	// Plans are the plans of the copy's layers (Try).
 	Plans []fork.Plan
+	// Phases are how long each phase took: create, step, verify, diff,
+	// commit, discard.
+	Phases map[string]time.Duration
 }
 
 // Passed reports whether the step and verify passed.
@@ -121,7 +124,13 @@ func lock(stateDir string) (func(), error) {
 // Run runs s in a copy; with commit, a copy whose step and verify passed
 // is committed onto the real root. The copy is always discarded at the end.
 func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
-	out := Outcome{VerifyStatus: -1}
+	out := Outcome{VerifyStatus: -1, Phases: map[string]time.Duration{}}
+	lap := time.Now()
+	phase := func(name string) {
+		now := time.Now()
+		out.Phases[name] += now.Sub(lap)
+		lap = now
+	}
 	if s.Timeout == 0 {
 		s.Timeout = 30 * time.Minute
 	}
@@ -130,21 +139,31 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		return out, fmt.Errorf("machine step lock: %w", err)
 	}
 	defer unlock()
+	// Copies left by undosh processes that died are removed first.
+	fork.Cleanup("")
+	lap = time.Now()
 	c, err := fork.Create(fork.Options{Logger: s.Logger})
 	if err != nil {
 		return out, fmt.Errorf("make a copy of the machine: %w", err)
 	}
-	defer c.Discard()
+	phase("create")
+	defer func() {
+		lap = time.Now()
+		c.Discard()
+		phase("discard")
+	}()
 	res, err := c.Run(ctx, fork.RunOptions{Argv: s.Argv, Dir: s.Dir, Env: s.Env,
 		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout})
 	if err != nil {
 		return out, fmt.Errorf("run the step in the copy: %w", err)
 	}
 	out.Status, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
+	phase("step")
 	if out.Status == 0 && s.Verify != "" {
 		if err := verify(ctx, c, s, &out); err != nil {
 			return out, err
 		}
+		phase("verify")
 	}
 	for _, ov := range c.Overlays {
 		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0}, fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
@@ -156,9 +175,11 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 			out.Changes += len(plan.Ops)
 		}
 	}
+	phase("diff")
 	if !commit || !out.Passed() || len(out.Plans) == 0 {
 		return out, nil
 	}
+	defer phase("commit")
 	for _, plan := range out.Plans {
 		done := func() {}
 		if s.Journal != nil {
