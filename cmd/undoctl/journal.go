@@ -78,7 +78,8 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 			case len(r.Points) > 0:
 				cp = shortID(r.Points[0].Before)
 			case len(r.Machine) > 0:
-				cp = "commit " + shortID(r.Machine[0].ID)
+				// Machine commits are named by time: show hhmmss.
+				cp = "fork@" + r.Machine[0].ID[min(9, len(r.Machine[0].ID)):min(15, len(r.Machine[0].ID))]
 			}
 			ex := strconv.Itoa(r.Exit)
 			if r.Signal != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -10,9 +11,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
+
+// waitFor waits until cond holds: an event the test can only poll for.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the event never came")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
 
 // needForkEngine skips when the local fork engine cannot run here.
 func needForkEngine(t *testing.T) {
@@ -244,5 +259,96 @@ func TestMachineStepDpkg(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join("/usr/share", name)); !os.IsNotExist(err) {
 		t.Errorf("the package's files are still there: %v", err)
+	}
+}
+
+// Two machine steps at once: the second waits for the first (its copy is
+// made after the first is committed, so it sees its file), and nothing
+// corrupts. Both are undone, last first.
+func TestMachineStepsQueue(t *testing.T) {
+	needForkEngine(t)
+	env, ws := machineEnv(t)
+	a, b := harmless(t), harmless(t)
+	// The first step waits for a line on its stdin, which reaches the
+	// copy as it is (a file on the machine would not: the copy does not
+	// see changes to the machine once it has looked).
+	first := exec.Command(undoshBin, "-c", fmt.Sprintf("echo a > %s; echo started; read -r line", a))
+	first.Args[0] = "bash"
+	first.Dir, first.Env = ws, env
+	gate, err := first.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	stdout, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, len("started\n"))
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "started\n" {
+		t.Fatalf("first step: %q, %v", line, err)
+	}
+	// The first step is inside its copy now; the second must wait for it.
+	second := exec.Command(undoshBin, "-c", fmt.Sprintf("cat %s 2>/dev/null || echo missing; echo b > %s", a, b))
+	second.Args[0] = "bash"
+	second.Dir, second.Env = ws, env
+	var out2 bytes.Buffer
+	second.Stdout = &out2
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Release the first only once the second has begun its step (its mark
+	// is in the journal's active directory), so that it really waits.
+	var sd string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "UNDOSH_STATE_DIR="); ok {
+			sd = v
+		}
+	}
+	waitFor(t, func() bool {
+		ents, _ := os.ReadDir(filepath.Join(sd, "active"))
+		n := 0
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err == nil {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	if _, err := gate.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first step: %v", err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Fatalf("second step: %v", err)
+	}
+	if out2.String() != "a\n" {
+		t.Errorf("the second step saw %q: it did not wait for the first to be committed", out2.String())
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was not committed: %v", p, err)
+		}
+	}
+	recs := journalRecords(t, env)
+	if len(recs) != 2 || recs[0]["outcome"] != "committed" || recs[1]["outcome"] != "committed" {
+		t.Fatalf("journal: %v", recs)
+	}
+	// Last first.
+	for _, i := range []int{1, 0} {
+		id := fmt.Sprint(recs[i]["id"])
+		if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", id); back.code != 0 {
+			t.Errorf("undoctl back %s: %+v", id, back)
+		}
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after undoing both: %v", p, err)
+		}
 	}
 }
