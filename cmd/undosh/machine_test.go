@@ -352,3 +352,26 @@ func TestMachineStepsQueue(t *testing.T) {
 		}
 	}
 }
+
+// Inside a machine step's copy, a nested undosh (bash, once installed)
+// takes the copy as its protection: a machine-changing command there runs
+// as part of the step, and is committed with it.
+func TestMachineStepNested(t *testing.T) {
+	needForkEngine(t)
+	env, ws := machineEnv(t)
+	a, b := harmless(t), harmless(t)
+	got := runWith(t, undoshBin, ws, append(env, "UNDOSH="+undoshBin), "bash", "-c",
+		fmt.Sprintf(`echo a > %s; "$UNDOSH" -c 'echo b > %s'`, a, b))
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("nested machine step: %+v", got)
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was not committed: %v", p, err)
+		}
+	}
+	if recs := journalRecords(t, env); len(recs) != 1 {
+		t.Errorf("the nested command made %d journal records, want the outer step's only", len(recs))
+	}
+	undoLast(t, env, ws)
+}
