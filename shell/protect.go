@@ -53,6 +53,13 @@ func (r *run) protect() int {
 		return r.e.exec(r.real, r.src)
 	}
 	if d.Class == policy.Fork {
+		code, handled, note := r.protectHost(rec, start)
+		if handled {
+			return code
+		}
+		if note != "" {
+			r.e.say("note: " + note + "; the step runs with the fallback")
+		}
 		ok, missing := forkEngine(r.e.Getenv)
 		if ok {
 			return r.protectFork(rec, start)

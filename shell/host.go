@@ -1,0 +1,142 @@
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/policy"
+)
+
+// hostURL names the sandbox host: $UNDOSH_HOST, then the policy's
+// host.address; "" or "none" means there is none.
+func (r *run) hostURL() string {
+	u := r.e.Getenv("UNDOSH_HOST")
+	if u == "" {
+		u = r.pol.Host.Address
+	}
+	if u == "none" {
+		return ""
+	}
+	return u
+}
+
+// hostAbsent reports whether err means this machine has no way to reach
+// a host at all (no vsock device), which is not worth a note.
+func hostAbsent(err error) bool {
+	return errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EADDRNOTAVAIL)
+}
+
+// protectHost asks the sandbox host to fork the sandbox, run the step and
+// verify in the copy with the network cut off, and keep the copy only if
+// both pass. It returns handled false when no host answers; the caller then
+// falls back (the local fork engine, or the policy's host.fallback), and
+// note says why when a host was expected.
+func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handled bool, note string) {
+	e := r.e
+	url := r.hostURL()
+	if url == "" {
+		return 0, false, ""
+	}
+	c, err := hostlink.NewClient(url, hostlink.ClientOptions{Agent: "undosh"})
+	if err != nil {
+		return 0, false, fmt.Sprintf("the sandbox host %s is misconfigured (%v)", url, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err = c.Hello(ctx)
+	cancel()
+	if err != nil {
+		if hostAbsent(err) {
+			return 0, false, ""
+		}
+		return 0, false, fmt.Sprintf("the sandbox host %s does not answer (%v)", url, err)
+	}
+	j, err := journal.Open(r.stateDir)
+	if err != nil {
+		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		return 2, true, ""
+	}
+	step, err := j.BeginIn(nil)
+	if err != nil {
+		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		return 2, true, ""
+	}
+	rec.ID = step.ID
+	verify := r.dec.Verify
+	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
+		verify = v
+	}
+	rec.Verify = verify
+	env := append(append([]string(nil), e.Environ...), "UNDOSH_STEP="+strconv.Itoa(step.ID))
+	req := hostlink.ForkRun{
+		// Unique to this step on this machine: a retry of the same request
+		// after a dropped connection is the same operation.
+		Key:     fmt.Sprintf("undosh-%d-%d-%d", os.Getpid(), step.ID, start.UnixNano()),
+		Step:    hostlink.Command{Argv: append([]string{r.real}, e.Argv[1:]...), Cwd: r.cwd, Env: env},
+		Network: hostlink.Network{Mode: "off"},
+	}
+	if verify != "" {
+		dir := r.cwd
+		if len(r.dec.Roots) > 0 {
+			dir = r.dec.Roots[0]
+		}
+		req.Verify = &hostlink.Command{Shell: verify, Cwd: dir, Env: env}
+	}
+	op, err := c.Run(context.Background(), req, os.Stdout, os.Stderr)
+	if err != nil {
+		step.Abandon()
+		e.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, url, err), "undoctl doctor shows the host link; the step may not have run")
+		return 2, true, ""
+	}
+	rec.HostOp = op.ID
+	code = 0
+	if op.Result.StepExit != nil {
+		code = *op.Result.StepExit
+	}
+	rec.Exit = code
+	if op.Result.VerifyExit != nil {
+		ok := *op.Result.VerifyExit == 0
+		rec.VerifyOK = &ok
+	}
+	switch op.State {
+	case hostlink.StateKept:
+		rec.Outcome = journal.Committed
+	case hostlink.StateDiscarded:
+		rec.Outcome = journal.Discarded
+		switch {
+		case code != 0:
+			rec.Notice = fmt.Sprintf("step %d failed (exit %d) in a fork of the sandbox, which the host discarded; this sandbox is unchanged", step.ID, code)
+		case op.Result.VerifyExit != nil && *op.Result.VerifyExit != 0:
+			code = *op.Result.VerifyExit
+			rec.Notice = fmt.Sprintf("step %d passed in a fork of the sandbox, but verify `%s` failed (exit %d): the host discarded the fork; this sandbox is unchanged", step.ID, clip(verify, 60), code)
+		case op.Result.TimedOut != "":
+			code = 124
+			rec.Notice = fmt.Sprintf("step %d ran out of time (%s) in a fork of the sandbox, which the host discarded", step.ID, op.Result.TimedOut)
+		}
+	default:
+		rec.Outcome = journal.Failed
+		why := string(op.State)
+		if op.Error != nil {
+			why += ": " + op.Error.Error()
+		}
+		rec.Notice = fmt.Sprintf("step %d did not complete on the sandbox host (%s); this sandbox is unchanged", step.ID, why)
+		if code == 0 {
+			code = 1
+		}
+	}
+	if rec.Notice != "" {
+		e.say(rec.Notice)
+	}
+	rec.Class = policy.Fork.String()
+	rec.Duration = ms(time.Since(start))
+	if err := step.Finish(rec); err != nil {
+		e.errorf(err, "the step ran; its record is missing from the journal")
+	}
+	return code, true, ""
+}
