@@ -204,9 +204,11 @@ func builtin(name string) (builtinFunc, bool) {
 	case ":", "true", "false", "echo", "test", "[", "pwd", "exit", "return", "break",
 		"continue", "shift", "wait", "jobs", "fg", "bg", "disown", "times", "type", "help",
 		"caller", "compgen", "complete", "compopt", "dirs", "logout", "suspend", "umask",
-		"ulimit", "history", "shopt", "kill", "let", "local", "declare", "typeset",
+		"ulimit", "history", "shopt", "let", "local", "declare", "typeset",
 		"readonly", "unalias", "set":
 		return nil, true
+	case "kill":
+		return bKill, true
 	case "printf":
 		return bPrintf, true
 	case "getopts", "read", "mapfile", "readarray":
@@ -480,6 +482,37 @@ func bRead(w *walker, s *syntax.Stmt, c *Command) {
 			w.setVar(a.Value, "", false)
 		}
 	}
+}
+
+// bKill marks a kill whose every target is the shell itself ($$, from
+// which the walker makes "self") or one of its jobs ($! made "job", or a
+// literal %N job spec). A numeric pid, a process group (-N after the
+// signal), or anything dynamic is some other process.
+func bKill(w *walker, s *syntax.Stmt, c *Command) {
+	args := c.Argv[1:]
+	i := 0
+	if i < len(args) && !args[i].Dynamic {
+		switch v := args[i].Value; {
+		case v == "-s" || v == "-n":
+			i += 2
+		case v == "--":
+			i++
+		case strings.HasPrefix(v, "-") && v != "-":
+			i++ // -SIGNAL or -NUMBER
+			if i < len(args) && !args[i].Dynamic && args[i].Value == "--" {
+				i++
+			}
+		}
+	}
+	if i >= len(args) {
+		return
+	}
+	for _, a := range args[i:] {
+		if a.Dynamic || !(a.Value == "self" || a.Value == "job" || strings.HasPrefix(a.Value, "%") && len(a.Value) > 1) {
+			return
+		}
+	}
+	c.OwnSignal = true
 }
 
 func bUnset(w *walker, s *syntax.Stmt, c *Command) {

@@ -144,6 +144,9 @@ func (w *walker) lookup(name string) (string, bool) {
 		// The shell's own pid: /proc/$$ is /proc/self for what the
 		// shell itself opens.
 		return "self", true
+	case "!":
+		// The last job the shell started: its own child.
+		return "job", true
 	}
 	if w.st.args != nil {
 		switch name {

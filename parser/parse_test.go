@@ -1080,3 +1080,37 @@ func TestParseMaxDepth(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnSignal(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"kill $$", true},
+		{"kill -TERM $$", true},
+		{"kill -9 $!", true},
+		{"kill -s TERM $$", true},
+		{"kill -- $!", true},
+		{"kill %1 %2", true},
+		{"kill $$ $!", true},
+		{"kill 1234", false},
+		{"kill -TERM -1", false},
+		{"kill $! -1", false},
+		{"kill -- -$$", false},
+		{"kill $pid", false},
+		{"kill %", false},
+		{"kill -l", false},
+		{"kill", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			f := parser.Parse(tt.in, parser.Options{Cwd: "/w"})
+			c := f.Commands[len(f.Commands)-1]
+			if c.OwnSignal != tt.want {
+				t.Errorf("OwnSignal(%q) = %v, want %v", tt.in, c.OwnSignal, tt.want)
+			}
+		})
+	}
+}

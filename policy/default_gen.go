@@ -1268,8 +1268,11 @@ func compiledDefault() *Policy {
 			{At: "policy.yaml (embedded):936", Command: "curl -sSfL https://example.com/file.tgz -o file.tgz", Class: ptr(Class(1)), Egress: ptr(true), Verdict: ptr(Verdict(0))},
 			{At: "policy.yaml (embedded):937", Command: "curl http://localhost:8080/health", Class: ptr(Class(0)), Egress: ptr(false), Verdict: nil},
 			{At: "policy.yaml (embedded):938", Command: "ssh prod 'systemctl restart app'", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
-			{At: "policy.yaml (embedded):939", Command: "npm publish", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
-			{At: "policy.yaml (embedded):940", Command: "echo hi > /dev/tcp/203.0.113.5/80", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
+			{At: "policy.yaml (embedded):939", Command: "kill -TERM $$", Class: ptr(Class(0)), Egress: nil, Verdict: nil},
+			{At: "policy.yaml (embedded):940", Command: "sleep 60 & kill $!", Class: ptr(Class(0)), Egress: nil, Verdict: nil},
+			{At: "policy.yaml (embedded):941", Command: "kill -9 1234", Class: ptr(Class(2)), Egress: nil, Verdict: nil},
+			{At: "policy.yaml (embedded):942", Command: "npm publish", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
+			{At: "policy.yaml (embedded):943", Command: "echo hi > /dev/tcp/203.0.113.5/80", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
 		},
 		at: map[string]string{
 			"checkpoint":               "policy.yaml (embedded):60",
