@@ -67,6 +67,10 @@ func (w *walker) assign(a *syntax.Assign) {
 		w.setVar(name, "", a.Value == nil && a.Array == nil && a.Index == nil && !a.Append)
 		return
 	}
+	if v, ok := w.mktempValue(a.Value); ok {
+		w.setVar(name, v, true)
+		return
+	}
 	args := w.word(a.Value)
 	// Assignments are not field-split: a known value is one string.
 	if len(args) == 1 && !args[0].Dynamic {

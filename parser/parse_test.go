@@ -1114,3 +1114,36 @@ func TestOwnSignal(t *testing.T) {
 		})
 	}
 }
+
+// A variable assigned $(mktemp …) names a path in mktemp's directory, so
+// that writes under it are known.
+func TestMktempVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, want string // want: the path of the last command's write, or "" for unresolved
+	}{
+		{`tmp=$(mktemp -d); echo x > "$tmp/out"`, "/tmp/tmp.XXXXXXXXXX/out"},
+		{`f="$(mktemp)"; echo x > "$f"`, "/tmp/tmp.XXXXXXXXXX"},
+		{`f=$(mktemp -p /var/cache/x); echo x > $f`, "/var/cache/x/tmp.XXXXXXXXXX"},
+		{`f=$(mktemp /etc/y.XXXX); echo x > $f`, "/etc/tmp.XXXXXXXXXX"},
+		{`f=$(mktemp -u); echo x > $f`, ""},
+		{`f=$(mktemp $D); echo x > $f`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			f := parser.Parse(tt.in, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/h"}})
+			c := f.Commands[len(f.Commands)-1]
+			if len(c.Writes) != 1 {
+				t.Fatalf("writes %+v", c.Writes)
+			}
+			got := c.Writes[0].Path
+			if !c.Writes[0].Resolved {
+				got = ""
+			}
+			if got != tt.want {
+				t.Errorf("write %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

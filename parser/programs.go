@@ -403,21 +403,28 @@ var chmodMode = lazyRE(`^([0-7]{1,5}|[ugoa]*([-+=]([rwxXst]*|[ugo]))+(,[ugoa]*([
 
 func (w *walker) mktemp(c *Command) {
 	c.WritesKnown = true
+	if wr, ok := w.mktempTarget(c); ok {
+		c.Writes = append(c.Writes, wr)
+	}
+}
+
+// mktempTarget is the directory under which mktemp c makes its file or
+// directory (a Tree write), or false for mktemp -u, which makes nothing.
+func (w *walker) mktempTarget(c *Command) (Write, bool) {
 	dir := "/tmp"
 	if d, ok := w.lookup("TMPDIR"); ok && strings.HasPrefix(d, "/") {
 		dir = d
 	}
 	opts, ops, _ := optSpec{value: "p", longValue: []string{"--tmpdir", "--suffix"}}.scan(c.Argv[1:])
 	if _, ok := has(opts, "-u", "--dry-run"); ok {
-		return
+		return Write{}, false
 	}
 	tmpdir := false
 	for _, o := range opts {
 		if o.name == "-p" || o.name == "--tmpdir" {
 			tmpdir = true
 			if o.val.Dynamic {
-				c.Writes = append(c.Writes, Write{Path: o.val.Value})
-				return
+				return Write{Path: o.val.Value}, true
 			}
 			if o.val.Value != "" {
 				dir = o.val.Value
@@ -430,10 +437,51 @@ func (w *walker) mktemp(c *Command) {
 	if len(ops) > 0 && !tmpdir {
 		wr := w.resolveAt(c, Arg{Value: path.Dir(ops[0].Value), Dynamic: ops[0].Dynamic})
 		wr.Tree = true
-		c.Writes = append(c.Writes, wr)
-		return
+		return wr, true
 	}
-	c.Writes = append(c.Writes, Write{Path: path.Clean(dir), Resolved: strings.HasPrefix(dir, "/"), Tree: true})
+	return Write{Path: path.Clean(dir), Resolved: strings.HasPrefix(dir, "/"), Tree: true}, true
+}
+
+// mktempValue is what `$(mktemp …)` expands to, as far as the walker can
+// tell: a path in the directory mktemp writes to, with the random part
+// left as Xs. Writes under it then resolve to that directory (/tmp, a
+// scratch path, in most scripts). ok is false for anything else.
+func (w *walker) mktempValue(word *syntax.Word) (string, bool) {
+	if word == nil || len(word.Parts) != 1 {
+		return "", false
+	}
+	var cs *syntax.CmdSubst
+	switch p := word.Parts[0].(type) {
+	case *syntax.CmdSubst:
+		cs = p
+	case *syntax.DblQuoted:
+		if len(p.Parts) == 1 {
+			cs, _ = p.Parts[0].(*syntax.CmdSubst)
+		}
+	}
+	if cs == nil || len(cs.Stmts) != 1 || cs.Stmts[0].Background || cs.Stmts[0].Negated || len(cs.Stmts[0].Redirs) > 0 {
+		return "", false
+	}
+	call, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Assigns) > 0 || len(call.Args) == 0 {
+		return "", false
+	}
+	c := &Command{Cwd: w.st.cwd}
+	for _, a := range call.Args {
+		args := w.word(a)
+		if len(args) != 1 {
+			return "", false
+		}
+		c.Argv = append(c.Argv, args[0])
+	}
+	if c.Argv[0].Dynamic || c.Argv[0].Value != "mktemp" {
+		return "", false
+	}
+	wr, ok := w.mktempTarget(c)
+	if !ok || !wr.Resolved {
+		return "", false
+	}
+	return path.Join(wr.Path, "tmp.XXXXXXXXXX"), true
 }
 
 func (w *walker) tar(c *Command) {
