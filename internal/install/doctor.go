@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/policy"
@@ -723,10 +724,17 @@ func outcome(p *policy.Policy, dec policy.Decision) string {
 			s = "checkpoint of the workspace first, kept if it fails (rollback: never)"
 		}
 	default:
-		if p.Host.Fallback != "git" {
-			return "refused: no sandbox host or fork engine is available to run it in a copy (host.fallback: deny)"
+		local := "runs in a copy of this machine (the local fork engine), committed only if it and verify pass"
+		if err := fork.Probe(); err != nil {
+			local = "refused: no sandbox host, and " + err.Error() + " (host.fallback: deny)"
+			if p.Host.Fallback == "git" {
+				local = "workspace checkpoint only: no fork engine can run here, the machine change stays (host.fallback: git)"
+			}
 		}
-		s = "workspace checkpoint only: no fork engine is available, the machine change stays (host.fallback: git)"
+		s = local
+		if p.Host.Address != "" {
+			s = "sent to the sandbox host " + p.Host.Address + " to run in a fork of the sandbox; if it does not answer: " + local
+		}
 	}
 	if dec.Verdict == policy.Constrain && dec.Condition != "" {
 		s += "; only if " + dec.Condition
