@@ -43,8 +43,12 @@ type Step struct {
 	Verify, VerifyDir string
 	// Shell runs Verify ("/bin/bash" by default).
 	Shell string
-	// Timeout bounds the step and verify each (0: 30 minutes).
-	Timeout time.Duration
+	// Timeout bounds the step and verify each (0: 30 minutes);
+	// VerifyTimeout, when set, bounds verify instead.
+	Timeout, VerifyTimeout time.Duration
+	// VerifyOut, when set, receives verify's output (stdout and stderr
+	// together) as it runs, besides the tail kept in VerifyOutput.
+	VerifyOut io.Writer
 	// StateDir holds the lock that serialises machine steps.
 	StateDir string
 	// Journal and ID, when set, mark each commit as in progress in the
@@ -215,7 +219,11 @@ func verify(ctx context.Context, c *fork.Copy, s Step, out *Outcome) error {
 	}
 	done := make(chan []byte)
 	go func() {
-		b, _ := io.ReadAll(r)
+		var src io.Reader = r
+		if s.VerifyOut != nil {
+			src = io.TeeReader(r, s.VerifyOut)
+		}
+		b, _ := io.ReadAll(src)
 		if len(b) > 4096 {
 			b = b[len(b)-4096:]
 		}
@@ -229,7 +237,11 @@ func verify(ctx context.Context, c *fork.Copy, s Step, out *Outcome) error {
 	if dir == "" {
 		dir = s.Dir
 	}
-	res, err := c.Run(ctx, fork.RunOptions{Argv: []string{sh, "-c", s.Verify}, Dir: dir, Env: s.Env, Stdout: w, Stderr: w, Timeout: s.Timeout})
+	timeout := s.Timeout
+	if s.VerifyTimeout > 0 {
+		timeout = s.VerifyTimeout
+	}
+	res, err := c.Run(ctx, fork.RunOptions{Argv: []string{sh, "-c", s.Verify}, Dir: dir, Env: s.Env, Stdout: w, Stderr: w, Timeout: timeout})
 	w.Close()
 	out.VerifyOutput = <-done
 	r.Close()
