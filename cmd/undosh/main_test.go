@@ -12,7 +12,7 @@ import (
 // undosh must run as a real process (its cgo constructor records what the
 // caller set up before the Go runtime starts). fastBin is undosh-fast, the
 // C front end, built with cc next to undosh ("" when there is no cc).
-var undoshBin, undoctlBin, fastBin string
+var undoshBin, undoctlBin, fastBin, undohostBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "undosh-test-bin-")
@@ -22,7 +22,8 @@ func TestMain(m *testing.M) {
 	}
 	undoshBin = filepath.Join(dir, "undosh")
 	undoctlBin = filepath.Join(dir, "undoctl")
-	for _, b := range [][2]string{{undoshBin, "."}, {undoctlBin, "../undoctl"}} {
+	undohostBin = filepath.Join(dir, "undohost")
+	for _, b := range [][2]string{{undoshBin, "."}, {undoctlBin, "../undoctl"}, {undohostBin, "../undohost"}} {
 		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b[1], err, out)

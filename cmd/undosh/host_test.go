@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/undosh/undosh/fork"
+)
+
+// startHost runs undohost with the local backend on a Unix socket and
+// returns the URL undosh reaches it by (with the sandbox's token).
+func startHost(t *testing.T) string {
+	t.Helper()
+	state := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "host.sock")
+	cmd := exec.Command(undohostBin, "--backend", "local", "--listen", "unix://"+sock, "--state", state)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	token := filepath.Join(state, "tokens", "default")
+	waitForFile(t, sock)
+	waitForFile(t, token)
+	tok, err := os.ReadFile(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "unix://" + sock + "?token=" + strings.TrimSpace(string(tok))
+}
+
+// undoCommitOf undoes the fork engine's commit that put path in place, so
+// that the machine and the engine's journal are left as they were.
+func undoCommitOf(t *testing.T, path string) {
+	t.Helper()
+	dir := fork.JournalDir("/")
+	recs, err := fork.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if r.Committed && !r.Undone && (slices.Contains(r.Paths, path) || slices.Contains(r.Paths, "/"+path) || slices.Contains(r.Paths, strings.TrimPrefix(path, "/"))) {
+			if err := fork.Undo(dir, r.ID, false); err != nil {
+				t.Errorf("undo the commit of %s: %v", path, err)
+			}
+			return
+		}
+	}
+	var seen []string
+	for _, r := range recs[max(0, len(recs)-3):] {
+		seen = append(seen, strings.Join(r.Paths, ","))
+	}
+	t.Errorf("no commit put %s in place (the last commits changed %q)", path, seen)
+}
+
+// Machine steps go to the sandbox host when one is configured: a passing
+// step is kept, one whose verify fails is discarded, and the output and
+// exit status arrive intact.
+func TestHostSteps(t *testing.T) {
+	needForkEngine(t)
+	url := startHost(t)
+	env, ws := machineEnv(t)
+	env = append(env, "UNDOSH_HOST="+url)
+
+	p := harmless(t)
+	got := runWith(t, undoshBin, ws, env, "bash", "-c", "echo kept > "+p+"; cat "+p+"; echo to-stderr >&2")
+	if got.code != 0 || got.stdout != "kept\n" || got.stderr != "to-stderr\n" {
+		t.Fatalf("a passing step through the host: %+v", got)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "kept\n" {
+		t.Fatalf("%s after the host kept the fork: %q, %v", p, b, err)
+	}
+	rec := lastRecord(t, env)
+	if rec["outcome"] != "committed" || rec["host_op"] == nil {
+		t.Errorf("journal: %v", rec)
+	}
+	undoCommitOf(t, strings.TrimPrefix(p, "/"))
+
+	q := harmless(t)
+	got = runWith(t, undoshBin, ws, append(env, "UNDOSH_VERIFY=false"), "bash", "-c", "echo x > "+q)
+	if got.code != 1 || !strings.Contains(got.stderr, "verify `false` failed") {
+		t.Errorf("a step whose verify fails through the host: %+v", got)
+	}
+	if _, err := os.Lstat(q); !os.IsNotExist(err) {
+		t.Errorf("a discarded fork reached the machine: %v", err)
+	}
+	got = runWith(t, undoshBin, ws, env, "bash", "-c", "echo x > "+q+"; exit 7")
+	if got.code != 7 {
+		t.Errorf("the step's status through the host: %+v", got)
+	}
+
+	// A host that does not answer: one note, and the local engine runs it.
+	r := harmless(t)
+	got = runWith(t, undoshBin, ws, append(env, "UNDOSH_HOST=unix:///nonexistent/host.sock"), "bash", "-c", "echo local > "+r)
+	if got.code != 0 || !strings.Contains(got.stderr, "does not answer") {
+		t.Errorf("unreachable host: %+v", got)
+	}
+	undoLast(t, env, ws)
+}
