@@ -246,13 +246,19 @@ func (s *Server) saveSandbox(sb *sandbox, rec sandboxRecord) error {
 	return nil
 }
 
-// saveOp writes rec durably. The caller holds o.persist, or is alone.
+// saveOp writes rec: durably, except the move from queued to running,
+// which recovery need not see (it treats queued and running alike). The
+// caller holds o.persist, or is alone.
 func (s *Server) saveOp(o *op, rec opRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(filepath.Join(o.sb.dir, "ops", rec.ID+".json"), b, 0o600); err != nil {
+	write := atomicfile.Write
+	if rec.State == StateRunning {
+		write = atomicfile.Replace
+	}
+	if err := write(filepath.Join(o.sb.dir, "ops", rec.ID+".json"), b, 0o600); err != nil {
 		return fmt.Errorf("hostlink: operation %s: %w", rec.ID, err)
 	}
 	return nil

@@ -11,6 +11,17 @@ import (
 
 // Write replaces name with data, durably.
 func Write(name string, data []byte, perm os.FileMode) error {
+	return write(name, data, perm, true)
+}
+
+// Replace replaces name with data whole (temp file and rename) but
+// without fsync: after a crash the file holds the old data or the new,
+// never a mix. For records whose loss recovery tolerates.
+func Replace(name string, data []byte, perm os.FileMode) error {
+	return write(name, data, perm, false)
+}
+
+func write(name string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(name)
 	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(name)+"-")
 	if err != nil {
@@ -30,8 +41,10 @@ func Write(name string, data []byte, perm os.FileMode) error {
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
@@ -40,6 +53,9 @@ func Write(name string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	ok = true
+	if !durable {
+		return nil
+	}
 	return SyncDir(dir)
 }
 
