@@ -104,6 +104,7 @@ func generate(p *Policy) []byte {
 	w("UnknownProgram: %d,\nUnknownCode: %d,\nUnresolvedWrite: %d,\nOutsideWrite: %d,\n", p.UnknownProgram, p.UnknownCode, p.UnresolvedWrite, p.OutsideWrite)
 	w("Egress: Egress{ProtectedBranches: %s, AllowForcePush: %v, PushNeedsVerify: %v},\n", strs(p.Egress.ProtectedBranches), p.Egress.AllowForcePush, p.Egress.PushNeedsVerify)
 	w("Host: Host{Address: %q, Fallback: %q},\n", p.Host.Address, p.Host.Fallback)
+	w("Cost: Cost{VCPUHour: %v, GiBHour: %v, SnapshotGBMonth: %v},\n", p.Cost.VCPUHour, p.Cost.GiBHour, p.Cost.SnapshotGBMonth)
 	w("Rules: defaultRules,\nPaths: defaultPaths,\nindex: &defaultIndex,\n")
 	w("Examples: []Example{\n")
 

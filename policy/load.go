@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"sort"
@@ -58,6 +59,7 @@ func builtin() *Policy {
 		OutsideWrite:    Fork,
 		Egress:          Egress{ProtectedBranches: []string{"main", "master"}, PushNeedsVerify: true},
 		Host:            Host{Fallback: "deny"},
+		Cost:            Cost{VCPUHour: 0.025, GiBHour: 0.0075, SnapshotGBMonth: 0.08},
 		at:              map[string]string{},
 	}
 }
@@ -141,6 +143,7 @@ type file struct {
 	protected                        []string
 	allowForce, pushVerify           *bool
 	hostAddr, hostFallback           *string
+	cost                             map[string]float64
 
 	rules    []Rule
 	paths    []PathRule
@@ -191,6 +194,16 @@ func (f *file) applyTo(p *Policy) {
 	}
 	if f.hostFallback != nil {
 		p.Host.Fallback = *f.hostFallback
+	}
+	for k, v := range f.cost {
+		switch k {
+		case "vcpu_hour":
+			p.Cost.VCPUHour = v
+		case "gib_hour":
+			p.Cost.GiBHour = v
+		case "snapshot_gb_month":
+			p.Cost.SnapshotGBMonth = v
+		}
 	}
 	p.Rules = append(append([]Rule(nil), f.rules...), p.Rules...)
 	p.Paths = append(append([]PathRule(nil), f.paths...), p.Paths...)
@@ -358,6 +371,20 @@ func (r *reader) str(n ast.Node, what string) string {
 	return s
 }
 
+// rate reads a price in dollars: a number, at least 0.
+func (r *reader) rate(n ast.Node, what string) float64 {
+	s, ok := r.scalar(n, what)
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		r.fail(r.unwrap(n), fmt.Sprintf("%s must be a price in dollars, not %q", what, s), "write a number such as 0.025")
+		return 0
+	}
+	return v
+}
+
 func (r *reader) boolean(n ast.Node, what string) bool {
 	s, ok := r.scalar(n, what)
 	if !ok {
@@ -444,7 +471,7 @@ func (r *reader) rollback(n ast.Node) string {
 func ptr[T any](v T) *T { return &v }
 
 var topKeys = []string{"version", "extends", "workspace", "checkpoint", "rollback", "verify",
-	"classes", "trusted_dirs", "enforce", "egress", "host", "rules", "paths", "examples"}
+	"classes", "trusted_dirs", "enforce", "egress", "host", "cost", "rules", "paths", "examples"}
 
 // parseFile parses one policy file.
 func parseFile(name string, data []byte) (*file, error) {
@@ -543,6 +570,11 @@ func parseFile(name string, data []byte) (*file, error) {
 					}
 					f.hostFallback = &fb
 				}
+			}
+		case "cost":
+			f.cost = map[string]float64{}
+			for _, c := range r.mapping(fl.value, "cost", []string{"vcpu_hour", "gib_hour", "snapshot_gb_month"}) {
+				f.cost[c.key] = r.rate(c.value, "cost."+c.key)
 			}
 		case "rules":
 			for _, n := range r.seq(fl.value, "rules") {

@@ -120,6 +120,7 @@ type Policy struct {
 
 	Egress Egress
 	Host   Host
+	Cost   Cost
 
 	Rules    []Rule
 	Paths    []PathRule
@@ -136,6 +137,14 @@ type Egress struct {
 	ProtectedBranches []string
 	AllowForcePush    bool
 	PushNeedsVerify   bool
+}
+
+// Cost holds the rates undoctl cost estimates the spend of machine steps
+// with, in dollars.
+type Cost struct {
+	VCPUHour        float64 // per vCPU-hour a fork runs
+	GiBHour         float64 // per GiB-hour of memory a fork holds
+	SnapshotGBMonth float64 // per GB-month of snapshot storage
 }
 
 // Host says where to ask for forks, and what to do when nobody answers.

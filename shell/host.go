@@ -11,6 +11,7 @@ import (
 
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -68,6 +69,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		return 2, true, ""
 	}
 	rec.ID = step.ID
+	rec.CPUs, rec.MemGiB = machine.Size()
 	verify := r.dec.Verify
 	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
 		verify = v

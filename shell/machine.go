@@ -47,6 +47,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		return exit.Usage
 	}
 	rec.ID = step.ID
+	rec.CPUs, rec.MemGiB = machine.Size()
 	verify := d.Verify
 	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
 		verify = v

@@ -77,13 +77,18 @@ type Record struct {
 	Parent   int             `json:"parent,omitempty"` // the step this one ran inside
 	Points   []Checkpoint    `json:"checkpoints,omitempty"`
 	// Machine lists the commits of a machine step run in a copy.
-	Machine  []MachineCommit `json:"machine,omitempty"`
-	Exit     int             `json:"exit"`
-	Signal   string          `json:"signal,omitempty"`
-	Verify   string          `json:"verify,omitempty"`
-	VerifyOK *bool           `json:"verify_ok,omitempty"`
-	Outcome  string          `json:"outcome"`
-	Notice   string          `json:"notice,omitempty"`
+	Machine []MachineCommit `json:"machine,omitempty"`
+	// CPUs and MemGiB are the size of the sandbox a machine step forked,
+	// for undoctl cost; SnapshotBytes the size of a snapshot it left.
+	CPUs          int     `json:"cpus,omitempty"`
+	MemGiB        float64 `json:"mem_gib,omitempty"`
+	SnapshotBytes int64   `json:"snapshot_bytes,omitempty"`
+	Exit          int     `json:"exit"`
+	Signal        string  `json:"signal,omitempty"`
+	Verify        string  `json:"verify,omitempty"`
+	VerifyOK      *bool   `json:"verify_ok,omitempty"`
+	Outcome       string  `json:"outcome"`
+	Notice        string  `json:"notice,omitempty"`
 	// VerifyOutput is the end of what verify printed, when it failed.
 	VerifyOutput string `json:"verify_output,omitempty"`
 	HostOp       string `json:"host_op,omitempty"`

@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -389,3 +391,19 @@ func clip(s string, n int) string {
 // Recover has the fork engine finish what a machine step's commit cut
 // short left in journalDir.
 func Recover(journalDir string) ([]string, error) { return fork.Recover(journalDir) }
+
+// Size is the size of this sandbox: its vCPUs and its memory in GiB, what
+// a fork of it holds while it runs.
+func Size() (cpus int, memGiB float64) {
+	cpus = runtime.NumCPU()
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					memGiB = kb / (1 << 20)
+				}
+			}
+		}
+	}
+	return cpus, memGiB
+}
