@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -70,6 +72,13 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	}
 	rec.ID = step.ID
 	rec.CPUs, rec.MemGiB = machine.Size()
+	rec.Host = HostName(url)
+	// The sandbox before the step: the checkpoint kept after the last host
+	// step, or a new one for the first.
+	rec.HostBefore = lastHostCheckpoint(j, rec.Host)
+	if rec.HostBefore == "" {
+		rec.HostBefore, _ = HostCheckpoint(c, fmt.Sprintf("undosh-%d-%d-before", step.ID, start.UnixNano()), "", fmt.Sprintf("before step %d", step.ID))
+	}
 	verify := r.dec.Verify
 	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
 		verify = v
@@ -109,6 +118,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	switch op.State {
 	case hostlink.StateKept:
 		rec.Outcome = journal.Committed
+		rec.HostCheckpoint, _ = HostCheckpoint(c, req.Key+"-after", op.ID, fmt.Sprintf("after step %d", step.ID))
 	case hostlink.StateDiscarded:
 		rec.Outcome = journal.Discarded
 		switch {
@@ -141,4 +151,53 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		e.errorf(err, "the step ran; its record is missing from the journal")
 	}
 	return code, true, ""
+}
+
+// HostName is a host URL without its token, for the journal.
+func HostName(url string) string {
+	if i := strings.Index(url, "?"); i >= 0 {
+		return url[:i]
+	}
+	return url
+}
+
+// HostCheckpoint asks the host for a checkpoint of the sandbox (after the
+// kept operation after, or of the sandbox as it is) and returns its id.
+func HostCheckpoint(c *hostlink.Client, key, after, label string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	acc, err := c.Checkpoint(ctx, hostlink.Checkpoint{Key: key, After: after, Label: label})
+	if err != nil {
+		return "", err
+	}
+	op, err := c.Follow(ctx, acc.Op, io.Discard, io.Discard)
+	if err != nil {
+		return "", err
+	}
+	if op.State != hostlink.StateDone || op.Result.Checkpoint == "" {
+		return "", fmt.Errorf("checkpoint %s ended %s", acc.Op, op.State)
+	}
+	return op.Result.Checkpoint, nil
+}
+
+// lastHostCheckpoint is the newest checkpoint the journal holds of the
+// sandbox at host.
+func lastHostCheckpoint(j *journal.Journal, host string) string {
+	recs, err := j.Read()
+	if err != nil {
+		return ""
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if r.Host != host {
+			continue
+		}
+		if r.HostCheckpoint != "" {
+			return r.HostCheckpoint
+		}
+		if r.Outcome == journal.Restored && r.HostBefore != "" {
+			return r.HostBefore // undoctl back went to this one
+		}
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
@@ -77,6 +79,8 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 			switch {
 			case len(r.Points) > 0:
 				cp = shortID(r.Points[0].Before)
+			case r.HostCheckpoint != "":
+				cp = "host " + shortID(r.HostCheckpoint)
 			case len(r.Machine) > 0:
 				// Machine commits are named by time: show hhmmss.
 				cp = "fork@" + r.Machine[0].ID[min(9, len(r.Machine[0].ID)):min(15, len(r.Machine[0].ID))]
@@ -168,6 +172,9 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 	r, err := j.Find(n)
 	if err != nil {
 		return err
+	}
+	if r.Host != "" && r.HostBefore != "" {
+		return backHost(j, r, io, getenv)
 	}
 	if len(r.Machine) > 0 {
 		return backMachine(j, r, io, force)
@@ -372,3 +379,48 @@ type hintError struct {
 func (e *hintError) Error() string { return e.err.Error() }
 func (e *hintError) Unwrap() error { return e.err }
 func (e *hintError) Hint() string  { return e.hint }
+
+// backHost asks the sandbox host that ran step r to put the sandbox back
+// to its checkpoint from before the step (which also undoes every later
+// step of the host).
+func backHost(j *journal.Journal, r journal.Record, io stdio, getenv func(string) string) error {
+	url := getenv("UNDOSH_HOST")
+	if base, _, _ := strings.Cut(url, "?"); base != r.Host {
+		return &hintError{err: fmt.Errorf("step %d ran on the sandbox host %s, and UNDOSH_HOST does not name it", r.ID, r.Host),
+			hint: "set UNDOSH_HOST to " + r.Host + "?token=… (the sandbox's current token)"}
+	}
+	c, err := hostlink.NewClient(url, hostlink.ClientOptions{Agent: "undoctl"})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	acc, err := c.Restore(ctx, hostlink.Restore{Key: fmt.Sprintf("undoctl-back-%d-%d", r.ID, start.UnixNano()), Checkpoint: r.HostBefore})
+	if err != nil {
+		return fmt.Errorf("ask %s to go back to checkpoint %s: %w", r.Host, r.HostBefore, err)
+	}
+	op, err := c.Follow(ctx, acc.Op, io.out, io.err)
+	if err != nil {
+		return fmt.Errorf("going back to checkpoint %s on %s: %w", r.HostBefore, r.Host, err)
+	}
+	if op.State != hostlink.StateDone {
+		why := string(op.State)
+		if op.Error != nil {
+			why += ": " + op.Error.Error()
+		}
+		return fmt.Errorf("the host did not go back to checkpoint %s (%s)", r.HostBefore, why)
+	}
+	fmt.Fprintf(io.out, "%s: the sandbox is back to checkpoint %s, before step %d\n", r.Host, r.HostBefore, r.ID)
+	rec := journal.Record{Time: start, PID: os.Getpid(), Command: fmt.Sprintf("undoctl back %d", r.ID), Class: "fork",
+		Verdict: "run", Outcome: journal.Restored, Parent: r.ID, Host: r.Host, HostBefore: r.HostBefore, HostOp: op.ID,
+		Duration: float64(time.Since(start).Microseconds()) / 1000}
+	rec.Cwd, _ = os.Getwd()
+	if id, err := j.NewID(); err == nil {
+		rec.ID = id
+		if err := j.Append(rec); err != nil {
+			fmt.Fprintf(io.err, "undoctl: the restore is not in the journal: %v\n", err)
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,4 +106,41 @@ func TestHostSteps(t *testing.T) {
 		t.Errorf("unreachable host: %+v", got)
 	}
 	undoLast(t, env, ws)
+}
+
+// undoctl back N of a host step asks the host to go back to its
+// checkpoint from before the step, which undoes the later steps too.
+func TestHostBack(t *testing.T) {
+	needForkEngine(t)
+	url := startHost(t)
+	env, ws := machineEnv(t)
+	env = append(env, "UNDOSH_HOST="+url)
+	a, b := harmless(t), harmless(t)
+	for _, p := range []string{a, b} {
+		if got := runWith(t, undoshBin, ws, env, "bash", "-c", "echo x > "+p); got.code != 0 {
+			t.Fatalf("host step writing %s: %+v", p, got)
+		}
+	}
+	recs := journalRecords(t, env)
+	if len(recs) != 2 || recs[0]["host_before"] == nil || recs[1]["host_checkpoint"] == nil {
+		t.Fatalf("journal: %v", recs)
+	}
+	if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", fmt.Sprint(recs[0]["id"])); back.code != 0 {
+		t.Fatalf("undoctl back: %+v", back)
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after going back before the first step: %v", p, err)
+		}
+	}
+	// Without UNDOSH_HOST naming the host, undoctl says how to reach it.
+	var noHost []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "UNDOSH_HOST=") {
+			noHost = append(noHost, kv)
+		}
+	}
+	if back := runWith(t, undoctlBin, ws, noHost, "undoctl", "back", fmt.Sprint(recs[1]["id"])); back.code == 0 || !strings.Contains(back.stderr, "set UNDOSH_HOST") {
+		t.Errorf("undoctl back without UNDOSH_HOST: %+v", back)
+	}
 }

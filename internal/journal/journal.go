@@ -83,12 +83,18 @@ type Record struct {
 	CPUs          int     `json:"cpus,omitempty"`
 	MemGiB        float64 `json:"mem_gib,omitempty"`
 	SnapshotBytes int64   `json:"snapshot_bytes,omitempty"`
-	Exit          int     `json:"exit"`
-	Signal        string  `json:"signal,omitempty"`
-	Verify        string  `json:"verify,omitempty"`
-	VerifyOK      *bool   `json:"verify_ok,omitempty"`
-	Outcome       string  `json:"outcome"`
-	Notice        string  `json:"notice,omitempty"`
+	// Host is the sandbox host that ran a machine step (its URL without
+	// the token); HostBefore the host checkpoint of the sandbox before
+	// the step, HostCheckpoint the one taken after it was kept.
+	Host           string `json:"host,omitempty"`
+	HostBefore     string `json:"host_before,omitempty"`
+	HostCheckpoint string `json:"host_checkpoint,omitempty"`
+	Exit           int    `json:"exit"`
+	Signal         string `json:"signal,omitempty"`
+	Verify         string `json:"verify,omitempty"`
+	VerifyOK       *bool  `json:"verify_ok,omitempty"`
+	Outcome        string `json:"outcome"`
+	Notice         string `json:"notice,omitempty"`
 	// VerifyOutput is the end of what verify printed, when it failed.
 	VerifyOutput string `json:"verify_output,omitempty"`
 	HostOp       string `json:"host_op,omitempty"`
