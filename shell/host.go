@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/policy"
@@ -24,10 +25,37 @@ func (r *run) hostURL() string {
 	if u == "" {
 		u = r.pol.Host.Address
 	}
-	if u == "none" {
+	if u == "none" || u == "" {
 		return ""
 	}
+	// The current generation's token, from the host's last WHO_YOU_ARE,
+	// when the address does not carry one.
+	if !strings.Contains(u, "token=") && r.stateDir != "" {
+		if w, ok := guest.Read(r.stateDir); ok {
+			sep := "?"
+			if strings.Contains(u, "?") {
+				sep = "&"
+			}
+			u += sep + "token=" + w.Token
+		}
+	}
 	return u
+}
+
+// inHostCopy reports whether the host told this VM that it is a copy
+// running a machine step (WHO_YOU_ARE, kept by undoctl agent, which runs
+// as root). A file anyone but root could have written is not believed:
+// it would turn protection off.
+func (r *run) inHostCopy() bool {
+	if r.stateDir == "" {
+		return false
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(guest.Path(r.stateDir), &st) != nil || st.Uid != 0 || st.Mode&0o022 != 0 {
+		return false
+	}
+	w, ok := guest.Read(r.stateDir)
+	return ok && w.Role == hostlink.RoleCopy
 }
 
 // hostAbsent reports whether err means this machine has no way to reach

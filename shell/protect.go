@@ -27,8 +27,9 @@ func (r *run) protect() int {
 	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
 		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
 	out, nested := outerStep(r.e.Getenv)
-	if !nested && inCopy() {
-		// Inside a machine step's copy: the copy is the protection.
+	if !nested && (inCopy() || r.inHostCopy()) {
+		// Inside a machine step's copy (the local engine's, or a fork of
+		// the VM the host made): the copy is the protection.
 		out, nested = outer{class: policy.Fork, pid: 1}, true
 	}
 	if nested {

@@ -38,6 +38,9 @@ steps (the journal of what undosh ran):
   back [--force] N     put the workspace back as it was before step N (the
                        current state is checkpointed first), or undo machine
                        step N (last first; --force over later changes)
+  agent [--listen URL] the guest end of the host link's control channel
+                       (default vsock://5758): keeps the token and role the
+                       host gives this VM after every resume
   cost [--months N]    what the machine steps cost, from the policy's rates
                        (vCPU-hours and GiB-hours of forks, snapshot storage)
   demo [--keep]        run the seed's story through undosh in a throwaway
@@ -146,6 +149,8 @@ func dispatch(args []string, io stdio, getenv func(string) string) error {
 		return journalCmd(args[0], args[1:], io, getenv)
 	case "cost":
 		return costCmd(args[1:], io, getenv)
+	case "agent":
+		return agentCmd(args[1:], io, getenv)
 	case "demo":
 		return demo(args[1:], io, getenv)
 	case "install", "uninstall", "doctor":

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/hostlink"
 )
 
 // startHost runs undohost with the local backend on a Unix socket and
@@ -142,5 +145,77 @@ func TestHostBack(t *testing.T) {
 	}
 	if back := runWith(t, undoctlBin, ws, noHost, "undoctl", "back", fmt.Sprint(recs[1]["id"])); back.code == 0 || !strings.Contains(back.stderr, "set UNDOSH_HOST") {
 		t.Errorf("undoctl back without UNDOSH_HOST: %+v", back)
+	}
+}
+
+// The guest end of the control channel: undoctl agent keeps what the host
+// says this VM is. undosh then takes the token from it, and, in a VM the
+// host says is a copy, runs machine steps as part of the step the copy is
+// for, asking the host nothing.
+func TestGuestAgent(t *testing.T) {
+	needForkEngine(t)
+	url := startHost(t)
+	base, token, _ := strings.Cut(url, "?token=")
+	env, ws := machineEnv(t)
+	var sd string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "UNDOSH_STATE_DIR="); ok {
+			sd = v
+		}
+	}
+	agentSock := filepath.Join(t.TempDir(), "control.sock")
+	agent := exec.Command(undoctlBin, "agent", "--listen", "unix://"+agentSock, "--state", sd)
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		agent.Process.Signal(syscall.SIGTERM)
+		agent.Wait()
+	})
+	waitForFile(t, agentSock)
+	tell := func(role hostlink.Role, gen uint64) {
+		t.Helper()
+		conn, err := net.Dial("unix", agentSock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		body, _ := json.Marshal(hostlink.WhoYouAre{Sandbox: "default", Generation: gen, Role: role, Token: token,
+			Entropy: []byte("0123456789abcdef0123456789abcdef")})
+		if err := hostlink.Encode(conn, hostlink.Frame{Type: hostlink.TypeWhoYouAre, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := hostlink.Decode(conn, 0)
+		if err != nil || f.Type != hostlink.TypeNoted {
+			t.Fatalf("the agent answered %v, %v", f.Type, err)
+		}
+	}
+	tell(hostlink.RolePrimary, 1)
+
+	// The token comes from what the agent kept.
+	env = append(env, "UNDOSH_HOST="+base)
+	p := harmless(t)
+	got := runWith(t, undoshBin, ws, env, "bash", "-c", "echo x > "+p)
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("a host step with the agent's token: %+v", got)
+	}
+	if rec := lastRecord(t, env); rec["host_op"] == nil {
+		t.Errorf("the step did not go to the host: %v", rec)
+	}
+	undoCommitOf(t, strings.TrimPrefix(p, "/"))
+
+	// In a copy, a machine step is part of the copy's step.
+	tell(hostlink.RoleCopy, 2)
+	before := len(journalRecords(t, env))
+	q := harmless(t)
+	got = runWith(t, undoshBin, ws, env, "bash", "-c", "echo y > "+q)
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("a machine step in a copy: %+v", got)
+	}
+	if n := len(journalRecords(t, env)); n != before {
+		t.Errorf("a command in a copy made %d journal records: it asked for protection again", n-before)
+	}
+	if b, _ := os.ReadFile(q); string(b) != "y\n" {
+		t.Errorf("the command in the copy did not run: %q", b)
 	}
 }
