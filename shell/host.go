@@ -147,6 +147,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	case hostlink.StateKept:
 		rec.Outcome = journal.Committed
 		rec.HostCheckpoint, _ = HostCheckpoint(c, req.Key+"-after", op.ID, fmt.Sprintf("after step %d", step.ID))
+		rec.SnapshotBytes = checkpointSize(c, rec.HostCheckpoint)
 	case hostlink.StateDiscarded:
 		rec.Outcome = journal.Discarded
 		switch {
@@ -228,4 +229,24 @@ func lastHostCheckpoint(j *journal.Journal, host string) string {
 		}
 	}
 	return ""
+}
+
+// checkpointSize is the size the host reports for checkpoint id (0 when
+// it does not say), for undoctl cost.
+func checkpointSize(c *hostlink.Client, id string) int64 {
+	if id == "" {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.Checkpoints(ctx)
+	if err != nil {
+		return 0
+	}
+	for _, cp := range list {
+		if cp.ID == id {
+			return cp.Size
+		}
+	}
+	return 0
 }

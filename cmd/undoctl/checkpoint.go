@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,7 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/state"
 )
 
@@ -175,12 +178,48 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 		if st.Newest != "" {
 			fmt.Fprintf(out, "newest:      %s\n", st.Newest[:12])
 		}
+		fmt.Fprintf(out, "host:        %s\n", c.hostStatus(getenv))
 		fmt.Fprintf(out, "left out:    %d\n", len(st.LeftOut))
 		for _, l := range st.LeftOut {
 			fmt.Fprintf(out, "  %-12s %s\n", l.Reason, quotePath(l.Path))
 		}
 	}
 	return nil
+}
+
+// hostStatus says where machine steps go: the sandbox host and whether it
+// answers, or the local fork engine.
+func (c *common) hostStatus(getenv func(string) string) string {
+	p, _, err := c.setup(getenv)
+	if err != nil {
+		return "unknown (the policy does not load)"
+	}
+	url := getenv("UNDOSH_HOST")
+	if url == "" {
+		url = p.Host.Address
+	}
+	if url == "" || url == "none" {
+		return "none configured: machine steps run in the local fork engine (or host.fallback)"
+	}
+	base, _, _ := strings.Cut(url, "?")
+	if !strings.Contains(url, "token=") {
+		if sd := state.Dir(c.stateDir, getenv, os.Getuid()); sd != "" {
+			if w, ok := guest.Read(sd); ok {
+				url = base + "?token=" + w.Token
+			}
+		}
+	}
+	cl, err := hostlink.NewClient(url, hostlink.ClientOptions{Agent: "undoctl"})
+	if err != nil {
+		return base + ": misconfigured (" + err.Error() + ")"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	w, err := cl.Hello(ctx)
+	if err != nil {
+		return base + ": does not answer (" + err.Error() + "); machine steps fall back"
+	}
+	return fmt.Sprintf("%s: answers (sandbox %s, generation %d, %s)", base, w.Sandbox, w.Generation, w.Role)
 }
 
 // quotePath shows a path on one line, whatever bytes it holds.

@@ -75,6 +75,10 @@ func TestHostSteps(t *testing.T) {
 	env, ws := machineEnv(t)
 	env = append(env, "UNDOSH_HOST="+url)
 
+	if st := runWith(t, undoctlBin, ws, env, "undoctl", "status"); !strings.Contains(st.stdout, "answers (sandbox default, generation 1, primary)") {
+		t.Errorf("undoctl status does not show the host link: %+v", st)
+	}
+
 	p := harmless(t)
 	got := runWith(t, undoshBin, ws, env, "bash", "-c", "echo kept > "+p+"; cat "+p+"; echo to-stderr >&2")
 	if got.code != 0 || got.stdout != "kept\n" || got.stderr != "to-stderr\n" {
