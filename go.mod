@@ -3,6 +3,7 @@ module github.com/undosh/undosh
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/goccy/go-yaml v1.19.2

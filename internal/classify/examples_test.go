@@ -26,7 +26,7 @@ func TestDefaultExamples(t *testing.T) {
 // import each other or the glue; only the glue and cmd/ see more than one.
 // Small helpers in internal/ are shared.
 func TestLeafImports(t *testing.T) {
-	leaves := []string{"parser", "policy", "checkpoint", "fork", "hostlink"}
+	leaves := []string{"parser", "policy", "checkpoint", "fork", "hostlink", "pty"}
 	for _, leaf := range leaves {
 		out, err := exec.Command("go", "list", "-deps", "github.com/undosh/undosh/"+leaf).Output()
 		if err != nil {
