@@ -540,11 +540,6 @@ func parseFile(name string, data []byte) (*file, error) {
 				f.at["classes."+c.key] = r.at(c.keyN)
 				f.classes[c.key] = r.class(c.value, "classes."+c.key)
 			}
-			if c, ok := f.classes["unknown_code"]; ok && c != Fork && r.err == nil {
-				// Allowed, but it must be deliberate: say so in the
-				// explanation rather than refuse.
-				_ = c
-			}
 		case "trusted_dirs":
 			f.trusted = r.absPaths(fl.value, "trusted_dirs")
 		case "egress":
