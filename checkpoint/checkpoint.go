@@ -155,12 +155,12 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 }
 
 func (s *Store) saveCache(sc *scan, head, tree, left plumbing.Hash) error {
-	if err := writeFile(s.cachePath(), encodeScan(sc, head, tree, left), false); err != nil {
+	if err := writeCache(s.cachePath(), encodeScan(sc, head, tree, left)); err != nil {
 		// The cache only saves time: losing it is not an error.
 		s.log.Debug("stat cache not saved", "err", err)
 	}
 	list, _ := json.Marshal(sc.leftOut)
-	if err := writeFile(filepath.Join(s.dir, "left-out.json"), list, false); err != nil {
+	if err := writeCache(filepath.Join(s.dir, "left-out.json"), list); err != nil {
 		s.log.Debug("left-out list not saved", "err", err)
 	}
 	return nil

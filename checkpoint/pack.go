@@ -16,6 +16,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/klauspost/compress/zlib"
+
+	"github.com/undosh/undosh/internal/atomicfile"
 )
 
 // objectHash computes a git object id without go-git's collision-detecting
@@ -179,7 +181,7 @@ func (p *packSink) finish() (string, error) {
 		os.Remove(p.f.Name())
 		return "", fmt.Errorf("install pack: %w", err)
 	}
-	if err := syncDir(p.dir); err != nil {
+	if err := atomicfile.SyncDir(p.dir); err != nil {
 		return "", err
 	}
 	return name, nil

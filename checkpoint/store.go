@@ -15,6 +15,9 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/flock"
 )
 
 // Options configure a store. The zero value needs only StateDir.
@@ -195,25 +198,15 @@ func (s *Store) Dir() string { return s.dir }
 // locked runs fn holding the store's lock: exclusive for writers, shared
 // for readers. The kernel drops the lock of a process that dies.
 func (s *Store) locked(exclusive bool, fn func() error) error {
-	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("open lock: %w", err)
-	}
-	defer f.Close()
 	how := unix.LOCK_SH
 	if exclusive {
 		how = unix.LOCK_EX
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	f, err := flock.Lock(filepath.Join(s.dir, "lock"), how)
 	if err != nil {
 		return fmt.Errorf("lock store: %w", err)
 	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	defer f.Close()
 	if exclusive {
 		// Say who holds it, for people looking at a stuck store.
 		_ = f.Truncate(0)
@@ -285,57 +278,13 @@ func (s *Store) setHead(old, h plumbing.Hash) error {
 // writeFileAtomic writes data to name by temp file, fsync, rename and
 // fsync of the directory.
 func writeFileAtomic(name string, data []byte) error {
-	return writeFile(name, data, true)
+	return atomicfile.Write(name, data, 0o600)
 }
 
-// writeFile writes data to name by temp file and rename; with durable it
-// also fsyncs the file and the directory. Caches need not be durable: a
-// torn one is thrown away.
-func writeFile(name string, data []byte, durable bool) error {
-	dir := filepath.Dir(name)
-	f, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	ok = true
-	if !durable {
-		return nil
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+// writeCache writes data to name whole (temp file and rename) without
+// fsync: caches need not be durable, a lost one is rebuilt.
+func writeCache(name string, data []byte) error {
+	return atomicfile.Replace(name, data, 0o600)
 }
 
 // now is the time used for new commits.

@@ -51,6 +51,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/flock"
 )
 
 // JournalDir names the journal directory of the filesystem mounted at
@@ -272,19 +273,10 @@ func openJournalDir(jd string) (func(), error) {
 // recovery that holds it. The kernel drops the lock of a process that
 // dies.
 func lockJournal(jd string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(jd, ".lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	name := filepath.Join(jd, ".lock")
+	f, err := flock.Lock(name, unix.LOCK_EX)
 	if err != nil {
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("journal lock %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("journal lock %s: %w", name, err)
 	}
 	return func() { f.Close() }, nil
 }

@@ -1,12 +1,13 @@
 package policy
 
 import (
-	"github.com/undosh/undosh/internal/pathglob"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // match reports whether r may apply to c, and whether it surely does

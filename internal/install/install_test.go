@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/undosh/undosh/fork"
 	"io/fs"
 	"net"
 	"os"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/shell"
 )

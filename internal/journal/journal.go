@@ -20,10 +20,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -121,18 +123,8 @@ func (j *Journal) Path() string { return filepath.Join(j.dir, "journal.jsonl") }
 
 // lock takes the journal's lock; the kernel drops it if the holder dies.
 func (j *Journal) lock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(j.dir, "journal.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := flock.Lock(filepath.Join(j.dir, "journal.lock"), unix.LOCK_EX)
 	if err != nil {
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("journal lock: %w", err)
 	}
 	return func() { f.Close() }, nil

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/internal/journal"
 )
 
@@ -110,18 +111,8 @@ func lock(stateDir string) (func(), error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(stateDir, "machine.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := flock.Lock(filepath.Join(stateDir, "machine.lock"), unix.LOCK_EX)
 	if err != nil {
-		return nil, err
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	return func() { f.Close() }, nil
