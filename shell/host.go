@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
@@ -88,15 +88,9 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		}
 		return 0, false, fmt.Sprintf("the sandbox host %s does not answer (%v)", url, err)
 	}
-	j, err := journal.Open(r.stateDir)
-	if err != nil {
-		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
-		return 2, true, ""
-	}
-	step, err := j.BeginIn(nil)
-	if err != nil {
-		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
-		return 2, true, ""
+	j, step, ok := r.beginStep(nil)
+	if !ok {
+		return exit.Usage, true, ""
 	}
 	rec.ID = step.ID
 	rec.CPUs, rec.MemGiB = machine.Size()
@@ -107,12 +101,9 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	if rec.HostBefore == "" {
 		rec.HostBefore, _ = HostCheckpoint(c, fmt.Sprintf("undosh-%d-%d-before", step.ID, start.UnixNano()), "", fmt.Sprintf("before step %d", step.ID))
 	}
-	verify := r.dec.Verify
-	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
-		verify = v
-	}
+	verify := r.machineVerify()
 	rec.Verify = verify
-	env := append(append([]string(nil), e.Environ...), "UNDOSH_STEP="+strconv.Itoa(step.ID))
+	env := r.stepEnv(step.ID)
 	req := hostlink.ForkRun{
 		// Unique to this step on this machine: a retry of the same request
 		// after a dropped connection is the same operation.
@@ -121,17 +112,13 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		Network: hostlink.Network{Mode: "off"},
 	}
 	if verify != "" {
-		dir := r.cwd
-		if len(r.dec.Roots) > 0 {
-			dir = r.dec.Roots[0]
-		}
-		req.Verify = &hostlink.Command{Shell: verify, Cwd: dir, Env: env}
+		req.Verify = &hostlink.Command{Shell: verify, Cwd: r.verifyDir(), Env: env}
 	}
 	op, err := c.Run(context.Background(), req, os.Stdout, os.Stderr)
 	if err != nil {
 		step.Abandon()
 		e.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, url, err), "undoctl doctor shows the host link; the step may not have run")
-		return 2, true, ""
+		return exit.Usage, true, ""
 	}
 	rec.HostOp = op.ID
 	code = 0
@@ -175,10 +162,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		e.say(rec.Notice)
 	}
 	rec.Class = policy.Fork.String()
-	rec.Duration = ms(time.Since(start))
-	if err := step.Finish(rec); err != nil {
-		e.errorf(err, "the step ran; its record is missing from the journal")
-	}
+	r.finishStep(step, rec, start, 0)
 	return code, true, ""
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -35,33 +34,15 @@ func forkEngine(getenv func(string) string) (bool, string) {
 // network. The copy is committed onto the machine only when both pass.
 func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	e := r.e
-	d := r.dec
-	j, err := journal.Open(r.stateDir)
-	if err != nil {
-		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
-		return exit.Usage
-	}
-	step, err := j.BeginIn(nil) // a machine step may touch any workspace
-	if err != nil {
-		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+	j, step, ok := r.beginStep(nil) // a machine step may touch any workspace
+	if !ok {
 		return exit.Usage
 	}
 	rec.ID = step.ID
 	rec.CPUs, rec.MemGiB = machine.Size()
-	verify := d.Verify
-	if v := e.Getenv("UNDOSH_VERIFY"); v != "" {
-		verify = v
-	}
+	verify := r.machineVerify()
 	markSupervising(policy.Fork)
-	env := append(append([]string(nil), e.Environ...), "UNDOSH_STEP="+strconv.Itoa(step.ID))
-	files := append([]*os.File(nil), e.Files...)
-	if r.src.stdin != nil {
-		files[0] = r.src.stdin
-	}
-	verifyDir := r.cwd
-	if len(d.Roots) > 0 {
-		verifyDir = d.Roots[0]
-	}
+	env, files := r.stepEnv(step.ID), r.stepFiles()
 	argv := append([]string{r.real}, e.Argv[1:]...)
 	// A signal to undosh ends the session in the copy, which is then
 	// discarded, and undosh dies by it.
@@ -79,7 +60,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		}
 	}()
 	out, err := machine.Run(ctx, machine.Step{Argv: argv, Dir: r.cwd, Env: env,
-		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: verifyDir,
+		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID}, true)
 	if err != nil && ctx.Err() != nil {
 		if sig, ok := got.(syscall.Signal); ok {
@@ -94,12 +75,6 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	if notice != "" {
 		e.say(notice)
 	}
-	rec.Duration = ms(time.Since(start))
-	if err := step.Finish(rec); err != nil {
-		e.errorf(err, "the step ran; its record is missing from the journal")
-	}
-	if out.Signal != 0 {
-		e.DieBy(out.Signal)
-	}
+	r.finishStep(step, rec, start, out.Signal)
 	return code
 }

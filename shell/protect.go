@@ -237,12 +237,8 @@ func lastLine(b []byte) string {
 // verify runs the verify command in the workspace with the real bash and
 // returns its status and the end of its output.
 func (r *run) verify() (int, []byte) {
-	dir := r.cwd
-	if len(r.dec.Roots) > 0 {
-		dir = r.dec.Roots[0]
-	}
 	cmd := exec.Command(r.real, "-c", r.dec.Verify)
-	cmd.Dir = dir
+	cmd.Dir = r.verifyDir()
 	cmd.Env = r.e.Environ
 	var out tail
 	cmd.Stdout = &out
@@ -274,7 +270,12 @@ func (t *tail) Write(p []byte) (int, error) {
 
 // storeOptions are the checkpoint options the policy gives.
 func (r *run) storeOptions() checkpoint.Options {
-	return checkpoint.Options{StateDir: r.stateDir, Exclude: r.pol.Exclude, MaxFileSize: r.pol.MaxFileSize, Home: r.e.Getenv("HOME")}
+	return storeOptions(r.stateDir, r.pol, r.e.Getenv("HOME"))
+}
+
+// storeOptions are the checkpoint options pol gives, for stores in stateDir.
+func storeOptions(stateDir string, pol *policy.Policy, home string) checkpoint.Options {
+	return checkpoint.Options{StateDir: stateDir, Exclude: pol.Exclude, MaxFileSize: pol.MaxFileSize, Home: home}
 }
 
 // protectGit checkpoints the workspace, runs the step, and rolls it back
@@ -282,18 +283,8 @@ func (r *run) storeOptions() checkpoint.Options {
 func (r *run) protectGit(rec journal.Record, start time.Time) int {
 	e := r.e
 	d := r.dec
-	if r.stateDir == "" {
-		e.errorf(errors.New("no state directory for checkpoints"), "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
-		return exit.Usage
-	}
-	j, err := journal.Open(r.stateDir)
-	if err != nil {
-		e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
-		return exit.Usage
-	}
-	step, err := j.BeginIn(d.Roots)
-	if err != nil {
-		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+	j, step, ok := r.beginStep(d.Roots)
+	if !ok {
 		return exit.Usage
 	}
 	rec.ID = step.ID
@@ -325,11 +316,7 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		return exit.Usage
 	}
 	markSupervising(d.Class)
-	env := append(append([]string(nil), e.Environ...), "UNDOSH_STEP="+strconv.Itoa(step.ID))
-	files := append([]*os.File(nil), e.Files...)
-	if r.src.stdin != nil {
-		files[0] = r.src.stdin
-	}
+	env, files := r.stepEnv(step.ID), r.stepFiles()
 	if r.src.session {
 		e.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", step.ID, step.ID))
 		go feedSession(r.src.feed, []byte(r.src.text))
@@ -370,14 +357,75 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(stores) > 0 && !r.src.session {
 		r.rollback(j, step, stores, &rec, failure)
 	}
+	r.finishStep(step, rec, start, st.sig)
+	return code
+}
+
+// beginStep opens the journal and numbers a step that may change the
+// workspaces roots (nil: any). When it cannot, it has said why, and
+// nothing ran.
+func (r *run) beginStep(roots []string) (*journal.Journal, *journal.Step, bool) {
+	if r.stateDir == "" {
+		r.e.errorf(errors.New("no state directory for checkpoints"), "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		return nil, nil, false
+	}
+	j, err := journal.Open(r.stateDir)
+	if err != nil {
+		r.e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		return nil, nil, false
+	}
+	step, err := j.BeginIn(roots)
+	if err != nil {
+		r.e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		return nil, nil, false
+	}
+	return j, step, true
+}
+
+// stepEnv is the environment of a protected step's shell: the caller's,
+// with UNDOSH_STEP naming the step.
+func (r *run) stepEnv(id int) []string {
+	return append(append([]string(nil), r.e.Environ...), "UNDOSH_STEP="+strconv.Itoa(id))
+}
+
+// stepFiles are the standard files of a protected step's shell: the
+// caller's, with the relayed script as standard input.
+func (r *run) stepFiles() []*os.File {
+	files := append([]*os.File(nil), r.e.Files...)
+	if r.src.stdin != nil {
+		files[0] = r.src.stdin
+	}
+	return files
+}
+
+// verifyDir is where verify runs: the workspace, else the working
+// directory.
+func (r *run) verifyDir() string {
+	if len(r.dec.Roots) > 0 {
+		return r.dec.Roots[0]
+	}
+	return r.cwd
+}
+
+// machineVerify is the verify of a machine step: $UNDOSH_VERIFY, else the
+// policy's (a rule's or the default); "" leaves it to the step's status.
+func (r *run) machineVerify() string {
+	if v := r.e.Getenv("UNDOSH_VERIFY"); v != "" {
+		return v
+	}
+	return r.dec.Verify
+}
+
+// finishStep journals rec as the end of step; when the step died by sig,
+// undosh dies by it too.
+func (r *run) finishStep(step *journal.Step, rec journal.Record, start time.Time, sig syscall.Signal) {
 	rec.Duration = ms(time.Since(start))
 	if err := step.Finish(rec); err != nil {
-		e.errorf(err, "the step ran; its record is missing from the journal")
+		r.e.errorf(err, "the step ran; its record is missing from the journal")
 	}
-	if st.sig != 0 {
-		e.DieBy(st.sig)
+	if sig != 0 {
+		r.e.DieBy(sig)
 	}
-	return code
 }
 
 // rollback puts the workspace back before the step, unless another step
@@ -475,7 +523,7 @@ func finishRollbacks(e *Env, stateDir string) {
 			}
 			continue
 		}
-		s, err := checkpoint.Open(p.Root, checkpoint.Options{StateDir: stateDir, Exclude: pol.Exclude, MaxFileSize: pol.MaxFileSize, Home: e.Getenv("HOME")})
+		s, err := checkpoint.Open(p.Root, storeOptions(stateDir, pol, e.Getenv("HOME")))
 		if err != nil {
 			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
 			continue

@@ -18,6 +18,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/policy"
 )
 
 // openStore opens the checkpoint store of the workspace named by -C, with
@@ -35,7 +36,7 @@ func (c *common) openStore(io stdio, getenv func(string) string) (*checkpoint.St
 	if len(o.Roots) > 0 {
 		ws = o.Roots[0]
 	}
-	opts := checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")}
+	opts := storeOptions(sd, p, getenv)
 	if f, ok := io.err.(*os.File); ok && isTerminal(f) {
 		opts.Progress = f
 	}
@@ -44,6 +45,12 @@ func (c *common) openStore(io stdio, getenv func(string) string) (*checkpoint.St
 		return nil, &exit.UsageError{Msg: err.Error()}
 	}
 	return s, err
+}
+
+// storeOptions are the checkpoint options policy p gives, for stores in
+// the state directory sd.
+func storeOptions(sd string, p *policy.Policy, getenv func(string) string) checkpoint.Options {
+	return checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")}
 }
 
 func isTerminal(f *os.File) bool {

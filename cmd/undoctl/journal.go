@@ -192,7 +192,7 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 	rec.Cwd, _ = os.Getwd()
 	var results []checkpoint.RestoreResult
 	for _, pt := range r.Points {
-		s, err := checkpoint.Open(pt.Root, checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")})
+		s, err := checkpoint.Open(pt.Root, storeOptions(sd, p, getenv))
 		if err != nil {
 			return err
 		}
@@ -262,7 +262,7 @@ func diffCmd(args []string, io stdio, getenv func(string) string) error {
 	}
 	var all []checkpoint.Change
 	for _, pt := range r.Points {
-		s, err := checkpoint.Open(pt.Root, checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")})
+		s, err := checkpoint.Open(pt.Root, storeOptions(sd, p, getenv))
 		if err != nil {
 			return err
 		}
