@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/unixmode"
 )
 
 // node is one tree entry: a file, a symlink or a directory.
@@ -658,7 +660,7 @@ func (s *Store) writeEntry(st storer.EncodedObjectStorer, p string, n node) erro
 		return err
 	}
 	// After the write: writing clears setuid and setgid.
-	if err := f.Chmod(goPerm(n.perm)); err != nil {
+	if err := f.Chmod(unixmode.Perm(n.perm)); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return err
@@ -708,21 +710,5 @@ func setPerm(p string, perm uint32) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("set permissions: no longer a regular file (%v)", fi.Mode().Type())
 	}
-	return os.Chmod(p, goPerm(perm))
-}
-
-// goPerm turns permission bits as stat gives them into an [os.FileMode],
-// which keeps setuid, setgid and sticky elsewhere.
-func goPerm(perm uint32) os.FileMode {
-	m := os.FileMode(perm & 0o777)
-	if perm&unix.S_ISUID != 0 {
-		m |= os.ModeSetuid
-	}
-	if perm&unix.S_ISGID != 0 {
-		m |= os.ModeSetgid
-	}
-	if perm&unix.S_ISVTX != 0 {
-		m |= os.ModeSticky
-	}
-	return m
+	return os.Chmod(p, unixmode.Perm(perm))
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/unixmode"
 )
 
 // errNotInLower means a path (or one of its parents) is not a directory
@@ -287,7 +289,7 @@ func copyXattrs(src, dst string) error {
 
 // fileMode converts a stat mode to an fs.FileMode.
 func fileMode(m uint32) os.FileMode {
-	mode := os.FileMode(m & 0o777)
+	mode := unixmode.Perm(m)
 	switch m & unix.S_IFMT {
 	case unix.S_IFDIR:
 		mode |= os.ModeDir
@@ -301,15 +303,6 @@ func fileMode(m uint32) os.FileMode {
 		mode |= os.ModeNamedPipe
 	case unix.S_IFSOCK:
 		mode |= os.ModeSocket
-	}
-	if m&unix.S_ISUID != 0 {
-		mode |= os.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= os.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		mode |= os.ModeSticky
 	}
 	return mode
 }

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -33,6 +32,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/unixmode"
 )
 
 // Layer is one overlay of a copy: the upper directory overlayfs wrote,
@@ -286,27 +287,11 @@ type differ struct {
 // the real one's (tst, at dst), unless a directory the copy only mirrored
 // still has its recorded mode and owner (then only xattrs count).
 func (d *differ) changedDir(rel string, a *Attrs, tst *unix.Stat_t, dst string) bool {
-	if m, ok := d.mirrored[d.name(rel)]; ok && a.Mode == unixMode(m.Mode) && a.UID == m.UID && a.GID == m.GID {
+	if m, ok := d.mirrored[d.name(rel)]; ok && a.Mode == unixmode.Bits(m.Mode) && a.UID == m.UID && a.GID == m.GID {
 		x, _, err := readXattrs(dst)
 		return err != nil || !sameXattrs(a.Xattrs, x)
 	}
 	return differentDir(a, tst, dst)
-}
-
-// unixMode is the st_mode permission bits (with setuid, setgid and
-// sticky) of a Go file mode.
-func unixMode(m fs.FileMode) uint32 {
-	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= unix.S_ISVTX
-	}
-	return u
 }
 
 // name is how a person sees rel (relative to the target): from the root.
