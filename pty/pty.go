@@ -37,6 +37,58 @@ type Options struct {
 	// Logger receives debug records. Nil discards them. It must not write
 	// to Stdin's terminal, which is raw.
 	Logger *slog.Logger
+	// Started, when set, is called once the program runs, with the
+	// session's [Control]; it may keep it until Run returns.
+	Started func(*Control)
+}
+
+// Control is what a caller may do with a session while [Run] relays it.
+type Control struct {
+	tty   string
+	ptmx  *os.File
+	relay *outputRelay
+}
+
+// TTY is the path of the PTY's terminal end (/dev/pts/N), for a program
+// that should write to the session's screen or read its keyboard without
+// being part of the session. Open it with O_NOCTTY, and close it soon: the
+// end of the session is seen when every holder has closed it.
+func (c *Control) TTY() string { return c.tty }
+
+// AtLineStart waits until everything the program has written so far has
+// been relayed, for at most max, and reports whether the cursor is on a
+// line the output left empty (after a newline, or before any output;
+// escape sequences and carriage returns do not count), so that a note
+// written next would start on a line of its own.
+func (c *Control) AtLineStart(max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	// The relay may have read a chunk and not yet marked itself busy: the
+	// state counts as settled when it is idle twice in a row, a little
+	// apart, with no chunk written in between.
+	settled := -1
+	for {
+		queued := 0
+		_ = control(c.ptmx, func(fd int) error {
+			var err error
+			queued, err = unix.IoctlGetInt(fd, unix.TIOCINQ)
+			return err
+		})
+		c.relay.mu.Lock()
+		idle, empty, chunks := !c.relay.busy, c.relay.line.empty(), c.relay.chunks
+		c.relay.mu.Unlock()
+		switch {
+		case queued != 0 || !idle:
+			settled = -1
+		case settled == chunks:
+			return empty
+		default:
+			settled = chunks
+		}
+		if time.Now().After(deadline) {
+			return empty
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 const (
@@ -143,8 +195,12 @@ func Run(ctx context.Context, opts Options) (status int, err error) {
 	_ = tty.Close() // Best effort.
 	log.Debug("started", "path", opts.Path, "pid", cmd.Process.Pid)
 
+	relay := &outputRelay{}
 	outDone := make(chan error, 1)
-	go func() { outDone <- relayOutput(opts.Stdout, ptmx) }()
+	go func() { outDone <- relay.run(opts.Stdout, ptmx) }()
+	if opts.Started != nil {
+		opts.Started(&Control{tty: tty.Name(), ptmx: ptmx, relay: relay})
+	}
 
 	var in *inputRelay
 	if opts.Stdin != nil {
@@ -279,11 +335,79 @@ func control(f *os.File, fn func(fd int) error) error {
 	return fnErr
 }
 
-// relayOutput copies the PTY's output to dst until the PTY reports EIO
-// (every holder of its other end has gone) or is closed. After a write to
-// dst fails, the output is still read, and dropped, so that the program
-// never blocks on a full PTY; the first such error is returned.
-func relayOutput(dst io.Writer, ptmx *os.File) error {
+// outputRelay copies the PTY's output to the caller, and keeps what
+// [Control.AtLineStart] needs: whether a chunk read is still being written,
+// and the state of the line the output ends on.
+type outputRelay struct {
+	mu     sync.Mutex
+	busy   bool
+	line   lineState
+	chunks int // chunks written so far
+}
+
+// lineState follows whether the cursor's line holds any text, skipping
+// escape sequences (CSI, OSC and two-byte ones) and control characters.
+type lineState struct {
+	text bool // something printable since the last newline
+	esc  int  // where in an escape sequence the last byte left off
+}
+
+const (
+	escNone = iota
+	escStart
+	escCSI
+	escOSC
+	escOSCEnd // an ESC inside an OSC, which may start its terminator
+)
+
+func (l *lineState) empty() bool { return !l.text }
+
+func (l *lineState) write(p []byte) {
+	for _, c := range p {
+		switch l.esc {
+		case escStart:
+			switch c {
+			case '[':
+				l.esc = escCSI
+			case ']':
+				l.esc = escOSC
+			default:
+				l.esc = escNone
+			}
+		case escCSI:
+			if c >= 0x40 && c <= 0x7e {
+				l.esc = escNone
+			}
+		case escOSC:
+			switch c {
+			case 0x07:
+				l.esc = escNone
+			case 0x1b:
+				l.esc = escOSCEnd
+			}
+		case escOSCEnd:
+			l.esc = escOSC
+			if c == '\\' {
+				l.esc = escNone
+			}
+		default:
+			switch {
+			case c == '\n':
+				l.text = false
+			case c == 0x1b:
+				l.esc = escStart
+			case c >= 0x20 && c != 0x7f:
+				l.text = true
+			}
+		}
+	}
+}
+
+// run copies the PTY's output to dst until the PTY reports EIO (every
+// holder of its other end has gone) or is closed. After a write to dst
+// fails, the output is still read, and dropped, so that the program never
+// blocks on a full PTY; the first such error is returned.
+func (o *outputRelay) run(dst io.Writer, ptmx *os.File) error {
 	if dst == nil {
 		dst = io.Discard
 	}
@@ -291,10 +415,20 @@ func relayOutput(dst io.Writer, ptmx *os.File) error {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := ptmx.Read(buf)
-		if n > 0 && werr == nil {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				werr = fmt.Errorf("write output: %w", err)
+		if n > 0 {
+			o.mu.Lock()
+			o.busy = true
+			o.mu.Unlock()
+			if werr == nil {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					werr = fmt.Errorf("write output: %w", err)
+				}
 			}
+			o.mu.Lock()
+			o.busy = false
+			o.line.write(buf[:n])
+			o.chunks++
+			o.mu.Unlock()
 		}
 		switch {
 		case err == nil:

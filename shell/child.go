@@ -38,37 +38,64 @@ func forwarded(ignored func(syscall.Signal) bool) []os.Signal {
 // runChild runs argv[0]=path as a child in undosh's process group, with
 // files as its fds, forwarding every signal undosh receives until it ends.
 func runChild(path string, argv, env []string, files []*os.File, ignored func(syscall.Signal) bool) (status, error) {
+	c, err := startChild(path, argv, env, files, ignored)
+	if err != nil {
+		return status{}, err
+	}
+	st := <-c.done
+	return st, c.err
+}
+
+// childProc is a child started by [startChild].
+type childProc struct {
+	p    *os.Process
+	done chan status // how it ended, once it has
+	err  error       // why waiting for it failed, set before done
+}
+
+// startChild starts argv[0]=path as a child in undosh's process group,
+// with files as its fds, and forwards every signal undosh receives to it
+// until it ends.
+func startChild(path string, argv, env []string, files []*os.File, ignored func(syscall.Signal) bool) (*childProc, error) {
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, forwarded(ignored)...)
-	defer signal.Stop(sigs)
 	// The child starts with the caller's signal mask, not the one the Go
 	// runtime gave this thread.
 	p, err := procstate.StartProcess(path, argv, &os.ProcAttr{Env: env, Files: files})
 	if err != nil {
-		return status{}, err
+		signal.Stop(sigs)
+		return nil, err
 	}
+	c := &childProc{p: p, done: make(chan status, 1)}
 	fromTerminal := foreground(files)
-	done := make(chan struct{})
+	stop := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case s := <-sigs:
 				forward(p, s.(syscall.Signal), fromTerminal)
-			case <-done:
+			case <-stop:
 				return
 			}
 		}
 	}()
-	st, err := p.Wait()
-	close(done)
-	if err != nil {
-		return status{}, err
-	}
-	ws := st.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		return status{code: 128 + int(ws.Signal()), sig: ws.Signal()}, nil
-	}
-	return status{code: ws.ExitStatus()}, nil
+	go func() {
+		st, err := p.Wait()
+		signal.Stop(sigs)
+		close(stop)
+		if err != nil {
+			c.err = err
+			c.done <- status{}
+			return
+		}
+		ws := st.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			c.done <- status{code: 128 + int(ws.Signal()), sig: ws.Signal()}
+			return
+		}
+		c.done <- status{code: ws.ExitStatus()}
+	}()
+	return c, nil
 }
 
 // forward passes sig to the child. A stop request stops the child, then

@@ -114,7 +114,11 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	if verify != "" {
 		req.Verify = &hostlink.Command{Shell: verify, Cwd: r.verifyDir(), Env: env}
 	}
-	op, err := c.Run(context.Background(), req, os.Stdout, os.Stderr)
+	files := r.stepFiles()
+	if r.beforeStep != nil {
+		r.beforeStep()
+	}
+	op, err := c.Run(r.context(), req, writerOf(files[1]), writerOf(files[2]))
 	if err != nil {
 		step.Abandon()
 		e.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, url, err), "undoctl doctor shows the host link; the step may not have run")
@@ -164,6 +168,14 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	rec.Class = policy.Fork.String()
 	r.finishStep(step, rec, start, 0)
 	return code, true, ""
+}
+
+// writerOf is f as a writer, or one that discards when f is closed.
+func writerOf(f *os.File) io.Writer {
+	if f == nil {
+		return io.Discard
+	}
+	return f
 }
 
 // HostName is a host URL without its token, for the journal.

@@ -46,7 +46,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	argv := append([]string{r.real}, e.Argv[1:]...)
 	// A signal to undosh ends the session in the copy, which is then
 	// discarded, and undosh dies by it.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(r.context())
 	defer cancel()
 	var got os.Signal
 	sigs := make(chan os.Signal, 1)
@@ -59,6 +59,9 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		case <-ctx.Done():
 		}
 	}()
+	if r.beforeStep != nil {
+		r.beforeStep()
+	}
 	out, err := machine.Run(ctx, machine.Step{Argv: argv, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID}, true)

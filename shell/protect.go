@@ -22,8 +22,36 @@ import (
 
 // protect runs a step that is not plainly read-only.
 func (r *run) protect() int {
-	d := r.dec
 	start := time.Now()
+	p, code, rec := r.screen(start)
+	switch p {
+	case planDone:
+		return code
+	case planPlain:
+		return r.e.exec(r.real, r.src)
+	}
+	return r.protectGit(rec, start)
+}
+
+// plan is how a step that is not plainly read-only runs, once screened.
+type plan int
+
+const (
+	// planDone: the step was refused, or ran in a copy of the machine;
+	// it is over, and code is its status.
+	planDone plan = iota
+	// planPlain: the step runs as it is, inside an outer step whose
+	// checkpoint covers it.
+	planPlain
+	// planGit: the step runs here after a checkpoint of its workspaces.
+	planGit
+)
+
+// screen applies the policy's verdict, the nesting rule and the run-time
+// constraints to the step, and runs a machine-changing step in a copy of
+// the machine. It returns the step's journal record so far.
+func (r *run) screen(start time.Time) (plan, int, journal.Record) {
+	d := r.dec
 	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
 		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
 	out, nested := outerStep(r.e.Getenv)
@@ -37,42 +65,41 @@ func (r *run) protect() int {
 	}
 	if d.Verdict == policy.Deny {
 		why, rule := denial(d)
-		return r.refuse(rec, why+" ("+rule+")", r.denyHint(rule))
+		return planDone, r.refuse(rec, why+" ("+rule+")", r.denyHint(rule)), rec
 	}
 	if nested && d.Class > out.class {
 		why := fmt.Sprintf("this command needs class %s (%s), but it runs inside a step of class %s (undosh pid %d); a nested command may not go beyond its step",
 			d.Class, firstReason(d, d.Class), out.class, out.pid)
-		return r.refuse(rec, why, "run it as a step of its own, not from inside another one")
+		return planDone, r.refuse(rec, why, "run it as a step of its own, not from inside another one"), rec
 	}
 	if d.Verdict == policy.Constrain {
 		if why, hint, ok := r.checkConstraints(); !ok {
-			return r.refuse(rec, why, hint)
+			return planDone, r.refuse(rec, why, hint), rec
 		}
 	}
 	if nested {
-		// The outer step's checkpoint covers this one.
-		return r.e.exec(r.real, r.src)
+		return planPlain, 0, rec
 	}
 	if d.Class == policy.Fork {
 		code, handled, note := r.protectHost(rec, start)
 		if handled {
-			return code
+			return planDone, code, rec
 		}
 		if note != "" {
 			r.e.say("note: " + note + "; the step runs with the fallback")
 		}
 		ok, missing := forkEngine(r.e.Getenv)
 		if ok {
-			return r.protectFork(rec, start)
+			return planDone, r.protectFork(rec, start), rec
 		}
 		if r.pol.Host.Fallback != "git" {
-			return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine can run it in a copy: %s",
-				firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh")
+			return planDone, r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine can run it in a copy: %s",
+				firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh"), rec
 		}
 		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so only the workspace is checkpointed (policy host.fallback: git)",
 			firstReason(d, policy.Fork), missing))
 	}
-	return r.protectGit(rec, start)
+	return planGit, 0, rec
 }
 
 // protectSession runs a session fed one command at a time on a pipe as
@@ -281,55 +308,88 @@ func storeOptions(stateDir string, pol *policy.Policy, home string) checkpoint.O
 // protectGit checkpoints the workspace, runs the step, and rolls it back
 // when it fails.
 func (r *run) protectGit(rec journal.Record, start time.Time) int {
-	e := r.e
-	d := r.dec
-	j, step, ok := r.beginStep(d.Roots)
+	g, code, ok := r.startGit(rec, start)
 	if !ok {
-		return exit.Usage
+		return code
 	}
-	rec.ID = step.ID
-	var stores []*checkpoint.Store
-	defer func() {
-		for _, s := range stores {
-			s.Close()
-		}
-	}()
-	for _, root := range d.Roots {
-		s, err := checkpoint.Open(root, r.storeOptions())
-		if err == nil {
-			stores = append(stores, s)
-			var res checkpoint.Result
-			res, err = s.Checkpoint(fmt.Sprintf("before step %d: %s", step.ID, clip(rec.Command, 200)))
-			if err == nil {
-				rec.Points = append(rec.Points, journal.Checkpoint{Root: s.Workspace(), Before: res.ID})
-				continue
-			}
-		}
-		step.Abandon()
-		e.errorf(fmt.Errorf("cannot checkpoint %s before this step: %w", root, err),
-			"free space or repair the state directory "+r.stateDir+" (undoctl check, undoctl gc); nothing ran")
-		return exit.Usage
-	}
-	if err := step.Running(rec); err != nil {
-		step.Abandon()
-		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
-		return exit.Usage
-	}
-	markSupervising(d.Class)
-	env, files := r.stepEnv(step.ID), r.stepFiles()
+	defer g.close()
 	if r.src.session {
-		e.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", step.ID, step.ID))
+		r.e.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", g.step.ID, g.step.ID))
 		go feedSession(r.src.feed, []byte(r.src.text))
 	}
-	st, err := runChild(r.real, e.Argv, env, files, e.Ignored)
+	st, err := runChild(r.real, r.e.Argv, r.stepEnv(g.step.ID), r.stepFiles(), r.e.Ignored)
 	if r.src.session {
 		r.src.stdin.Close()
 	}
 	if err != nil {
-		step.Abandon()
-		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+		g.step.Abandon()
+		r.e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return 127
 	}
+	return g.finish(st)
+}
+
+// gitStep is a step whose workspaces are checkpointed, running.
+type gitStep struct {
+	r      *run
+	j      *journal.Journal
+	step   *journal.Step
+	stores []*checkpoint.Store
+	rec    journal.Record
+	start  time.Time
+}
+
+// startGit numbers the step, checkpoints every workspace it can write and
+// journals it as running. When it cannot, it has said why, nothing ran,
+// and code is the status to end with.
+func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code int, ok bool) {
+	e := r.e
+	d := r.dec
+	j, step, ok := r.beginStep(d.Roots)
+	if !ok {
+		return nil, exit.Usage, false
+	}
+	g = &gitStep{r: r, j: j, step: step, rec: rec, start: start}
+	g.rec.ID = step.ID
+	for _, root := range d.Roots {
+		s, err := checkpoint.Open(root, r.storeOptions())
+		if err == nil {
+			g.stores = append(g.stores, s)
+			var res checkpoint.Result
+			res, err = s.Checkpoint(fmt.Sprintf("before step %d: %s", step.ID, clip(rec.Command, 200)))
+			if err == nil {
+				g.rec.Points = append(g.rec.Points, journal.Checkpoint{Root: s.Workspace(), Before: res.ID})
+				continue
+			}
+		}
+		step.Abandon()
+		g.close()
+		e.errorf(fmt.Errorf("cannot checkpoint %s before this step: %w", root, err),
+			"free space or repair the state directory "+r.stateDir+" (undoctl check, undoctl gc); nothing ran")
+		return nil, exit.Usage, false
+	}
+	if err := step.Running(g.rec); err != nil {
+		step.Abandon()
+		g.close()
+		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		return nil, exit.Usage, false
+	}
+	markSupervising(d.Class)
+	return g, 0, true
+}
+
+func (g *gitStep) close() {
+	for _, s := range g.stores {
+		s.Close()
+	}
+	g.stores = nil
+}
+
+// finish ends the step that ended with st: verify when it passed, roll
+// back when either failed, journal it. It returns the step's status, or
+// verify's when only verify failed.
+func (g *gitStep) finish(st status) int {
+	r, d, rec := g.r, g.r.dec, &g.rec
 	rec.Exit = st.code
 	if st.sig != 0 {
 		rec.Signal = unix.SignalName(st.sig)
@@ -354,10 +414,10 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		}
 	}
 	rec.Outcome = journal.Kept
-	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(stores) > 0 && !r.src.session {
-		r.rollback(j, step, stores, &rec, failure)
+	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(g.stores) > 0 && !r.src.session {
+		r.rollback(g.j, g.step, g.stores, rec, failure)
 	}
-	r.finishStep(step, rec, start, st.sig)
+	r.finishStep(g.step, *rec, g.start, st.sig)
 	return code
 }
 

@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -56,7 +57,7 @@ func Main(e *Env) int {
 		e.errorf(err, "")
 		return exit.Failure
 	}
-	if src.passThrough {
+	if src.passThrough && !(src.interactive && stateDir != "") {
 		return e.exec(real, src)
 	}
 	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir}
@@ -142,6 +143,19 @@ type run struct {
 	cwd      string
 	env      map[string]string
 	dec      policy.Decision
+	// ctx, when set, ends a step run in a copy of the machine early (an
+	// interactive line whose user gave up on it).
+	ctx context.Context
+	// beforeStep, when set, is called just before a step starts to run
+	// elsewhere (in a copy of the machine) and writes to the terminal.
+	beforeStep func()
+}
+
+func (r *run) context() context.Context {
+	if r.ctx != nil {
+		return r.ctx
+	}
+	return context.Background()
 }
 
 func (r *run) main() int {
@@ -162,7 +176,13 @@ func (r *run) main() int {
 		r.cwd = ""
 	}
 	r.env = environ(e.Environ)
+	if r.src.interactive {
+		return r.interactive()
+	}
 	if r.src.session {
+		if r.inv.Personality == "bash" {
+			return r.protectFed()
+		}
 		return r.protectSession()
 	}
 	o := classify.Options{Policy: pol, Cwd: r.cwd, Env: r.env, POSIX: r.inv.POSIX, Unseen: r.src.unseen}

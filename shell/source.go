@@ -37,6 +37,9 @@ type source struct {
 	// shell as it comes (see [feedSession]).
 	session bool
 	feed    *os.File // the write end of stdin's pipe, for a session
+	// interactive: bash would read commands from its terminal; undosh
+	// runs it on a PTY and protects each line (see [run.interactive]).
+	interactive bool
 }
 
 // quiet is how long a pipe on standard input may stay silent, before its
@@ -182,8 +185,10 @@ func readStdin(inv Invocation, e *Env) (source, error) {
 	}
 	fd := 0
 	if isTerminal(fd) {
-		// An interactive session: the real shell owns the terminal.
-		return source{passThrough: true}, nil
+		// An interactive session: undosh protects it line by line when
+		// the real shell is bash and would be interactive (stderr a
+		// terminal too, or -i); sh is left to itself.
+		return source{passThrough: true, interactive: inv.Personality == "bash" && (inv.Interactive || isTerminal(2)) && !e.Closed(2)}, nil
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

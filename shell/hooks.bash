@@ -1,0 +1,149 @@
+# undosh's hooks for an interactive bash on its PTY (docs/interactive.md).
+#
+# bash starts as it would without undosh: the same command line, the same
+# start-up files. undosh adds three variables to its environment:
+# PROMPT_COMMAND=__undosh_boot, a PS0 that calls it too, and the exported
+# function __undosh_boot, which sources this file. The first prompt runs
+# it, after every start-up file, and it installs the hooks below and
+# removes all three. If a start-up file replaced PROMPT_COMMAND, PS0 runs
+# it when the first line is read: "pre" protects that line from a command
+# substitution and arms PROMPT_COMMAND to install the hooks at the next
+# prompt.
+#
+# The side channel: two named pipes in a private directory, opened only
+# for the length of one message, so that no command ever inherits them.
+# A message is a kind and fields, each ended by a NUL; a reply is an id
+# and an action. undosh holds both pipes open for reading and writing, so
+# opening them never blocks, and an answer nobody read (its reader was
+# interrupted) is skipped by the next reader, whose id differs.
+#
+#   PS0 (after a line is read, before any of it runs): a command
+#   substitution, __undosh_pre, sends the line (from history), the working
+#   directory, and the exported variables, and waits while undosh
+#   classifies the line and checkpoints what it may change. When the line
+#   must not run here (refused, or run in a copy of the machine), it
+#   interrupts the shell, which drops the whole line.
+#   PROMPT_COMMAND (before the next prompt): __undosh_post sends the
+#   line's exit status and waits while undosh rolls back a failed line.
+#
+# Each hook re-arms the other: PS0 puts __undosh_post back into
+# PROMPT_COMMAND (at index 99, which `PROMPT_COMMAND=...` leaves alone),
+# and __undosh_post puts undosh's part back in front of PS0.
+#
+# undosh writes __undosh_dir=DIR above this text.
+
+# __undosh_send KIND FIELD...: one message to undosh.
+__undosh_send() {
+	builtin printf '%s\0' "$@" >"$__undosh_dir/req"
+}
+
+# __undosh_wait ID: undosh's answer to message ID, in __undosh_a.
+__undosh_wait() {
+	local n
+	__undosh_a=
+	while IFS= builtin read -r -d '' n && IFS= builtin read -r -d '' __undosh_a; do
+		[[ $n == "$1" ]] && return 0
+	done <"$__undosh_dir/rep"
+	return 1
+}
+
+# __undosh_pre STATUS: runs in PS0's command substitution, once the line
+# has been read and before any of it runs. STATUS is the previous line's.
+__undosh_pre() {
+	local id=p$BASHPID hist=0 size=${HISTSIZE-}
+	[[ -o history ]] && hist=1
+	{
+		builtin printf 'begin\0%s\0%s\0%s\0%s\0%s\0%s\0%s\0' "$id" "$1" "$PWD" "${__undosh_hcu-}" "${HISTIGNORE-}" "$hist" "$size"
+		HISTTIMEFORMAT= builtin history 1
+		builtin printf '\0'
+		builtin export -p
+		builtin printf '\0'
+	} >"$__undosh_dir/req" 2>/dev/null
+	__undosh_wait "$id" || return 0
+	if [[ $__undosh_a == skip ]]; then
+		builtin kill -INT $$
+	fi
+}
+
+# __undosh_post [STATUS]: runs from PROMPT_COMMAND before each prompt;
+# STATUS is the line's ($? by default).
+__undosh_post() {
+	local s=${1-$?} id
+	if [[ -n ${__undosh_line-} ]]; then
+		__undosh_line=
+		id=e$((++__undosh_seq))
+		__undosh_send end "$id" "$s" 2>/dev/null
+		if __undosh_wait "$id" && [[ $__undosh_a == forget:* ]]; then
+			builtin history -d "${__undosh_a#forget:}" 2>/dev/null || :
+		fi
+	fi
+	__undosh_arm
+}
+
+# __undosh_arm keeps what hides a line from `history 1` (ignorespace,
+# ignoredups) out of HISTCONTROL while the next line is read, and puts
+# undosh's part back in front of PS0.
+__undosh_arm() {
+	local w r= restore=
+	if [[ ${HISTCONTROL-} != "$__undosh_hcr" ]]; then
+		__undosh_hcu=${HISTCONTROL-}
+	fi
+	case :$__undosh_hcu: in
+	*:ignorespace:* | *:ignoredups:* | *:ignoreboth:*)
+		local IFS=:
+		for w in $__undosh_hcu; do
+			case $w in ignorespace | ignoredups | ignoreboth) ;; *) r+=${r:+:}$w ;; esac
+		done
+		HISTCONTROL=$r
+		# An empty value can be put back before the line runs.
+		if [[ -z $r ]]; then restore='${__undosh_A[${HISTCONTROL:=$__undosh_hcu}]}'; fi
+		;;
+	esac
+	__undosh_hcr=${HISTCONTROL-}
+	if [[ -n $__undosh_ps0p && ${PS0-} == "$__undosh_ps0p"* ]]; then
+		__undosh_ps0u=${PS0#"$__undosh_ps0p"}
+	else
+		__undosh_ps0u=${PS0-}
+	fi
+	__undosh_ps0p=$restore'${__undosh_A[${__undosh_line:=1}]}${__undosh_A[${PROMPT_COMMAND[99]:=__undosh_post}]}$(__undosh_pre "$?")'
+	PS0=$__undosh_ps0p$__undosh_ps0u
+}
+
+if [[ ${1-} == pre ]]; then
+	# PS0's command substitution, before the hooks are installed.
+	__undosh_pre "$2"
+	return 0
+fi
+
+# Installing, from PROMPT_COMMAND: take the boot out of the shell.
+unset -f __undosh_boot
+export -n PS0 PROMPT_COMMAND
+if [[ -n ${__undosh_env_ps0+set} ]]; then
+	PS0=$__undosh_env_ps0
+	export PS0
+elif [[ ${PS0-} == "$__undosh_boot_ps0"* ]]; then
+	PS0=${PS0#"$__undosh_boot_ps0"}
+	[[ -z $PS0 ]] && unset PS0
+fi
+for __undosh_i in "${!PROMPT_COMMAND[@]}"; do
+	case ${PROMPT_COMMAND[__undosh_i]} in
+	__undosh_boot) unset 'PROMPT_COMMAND[__undosh_i]' ;;
+	__undosh_boot\;*) PROMPT_COMMAND[__undosh_i]=${PROMPT_COMMAND[__undosh_i]#__undosh_boot;} ;;
+	*__undosh_boot*) PROMPT_COMMAND[__undosh_i]=${PROMPT_COMMAND[__undosh_i]//__undosh_boot/:} ;;
+	esac
+done
+if [[ -n ${__undosh_env_pc+set} ]]; then
+	export PROMPT_COMMAND
+fi
+unset __undosh_i __undosh_env_ps0 __undosh_env_pc __undosh_boot_ps0 __undosh_boot
+
+declare -gA __undosh_A=()
+declare -g __undosh_seq=0 __undosh_ps0u= __undosh_ps0p= __undosh_hcu=${HISTCONTROL-} __undosh_hcr=${HISTCONTROL-}
+declare -g __undosh_n
+__undosh_n=$(HISTTIMEFORMAT= builtin history 1)
+__undosh_n=${__undosh_n#"${__undosh_n%%[0-9]*}"}
+__undosh_send hello "${__undosh_n%%[!0-9]*}"
+unset __undosh_n
+PROMPT_COMMAND[99]=__undosh_post
+# A line PS0 protected before the hooks were here ends now.
+__undosh_post "$__undosh_s"
