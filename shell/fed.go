@@ -209,11 +209,24 @@ func completeCommand(text string) (string, bool) {
 			return "", false
 		}
 		end += i + 1
-		_, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(text[:end]), "")
-		if err == nil || !syntax.IsIncomplete(err) {
-			return text[:end], true
+		f, err := parse(text[:end])
+		if err != nil && syntax.IsIncomplete(err) {
+			continue
 		}
+		if err == nil && strings.HasSuffix(text[:end], "\\\n") {
+			// The parser takes a backslash-newline at the end for the end
+			// of the text, bash for a line that goes on: it does when a
+			// word after it joins the last command.
+			if g, err := parse(text[:end] + "__undosh_next\n"); err == nil && len(g.Stmts) == len(f.Stmts) {
+				continue
+			}
+		}
+		return text[:end], true
 	}
+}
+
+func parse(text string) (*syntax.File, error) {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(text), "")
 }
 
 // readInput reads fd as it comes, a chunk at a time, until its end.

@@ -49,6 +49,8 @@ __undosh_wait() {
 
 # __undosh_pre STATUS: runs in PS0's command substitution, once the line
 # has been read and before any of it runs. STATUS is the previous line's.
+# It prints 1 when the line's end must be reported (PS0 keeps that in
+# __undosh_line for __undosh_post).
 __undosh_pre() {
 	local id=p$BASHPID hist=0 size=${HISTSIZE-}
 	[[ -o history ]] && hist=1
@@ -60,9 +62,10 @@ __undosh_pre() {
 		builtin printf '\0'
 	} >"$__undosh_dir/req" 2>/dev/null
 	__undosh_wait "$id" || return 0
-	if [[ $__undosh_a == skip ]]; then
-		builtin kill -INT $$
-	fi
+	case $__undosh_a in
+	end) builtin printf 1 ;;
+	skip) builtin kill -INT $$ ;;
+	esac
 }
 
 # __undosh_post [STATUS]: runs from PROMPT_COMMAND before each prompt;
@@ -96,7 +99,7 @@ __undosh_arm() {
 		done
 		HISTCONTROL=$r
 		# An empty value can be put back before the line runs.
-		if [[ -z $r ]]; then restore='${__undosh_A[${HISTCONTROL:=$__undosh_hcu}]}'; fi
+		if [[ -z $r ]]; then restore='${__undosh_A[x${HISTCONTROL:=$__undosh_hcu}]}'; fi
 		;;
 	esac
 	__undosh_hcr=${HISTCONTROL-}
@@ -105,7 +108,7 @@ __undosh_arm() {
 	else
 		__undosh_ps0u=${PS0-}
 	fi
-	__undosh_ps0p=$restore'${__undosh_A[${__undosh_line:=1}]}${__undosh_A[${PROMPT_COMMAND[99]:=__undosh_post}]}$(__undosh_pre "$?")'
+	__undosh_ps0p=$restore'${__undosh_A[x${PROMPT_COMMAND[99]:=__undosh_post}]}${__undosh_A[x${__undosh_line:=$(__undosh_pre "$?")}]}'
 	PS0=$__undosh_ps0p$__undosh_ps0u
 }
 

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,6 +104,7 @@ func newSession(r *run) (*session, error) {
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return nil, err
 	}
+	removeStaleSessions(base)
 	dir, err := os.MkdirTemp(base, strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, err
@@ -134,6 +136,26 @@ func newSession(r *run) (*session, error) {
 	return s, nil
 }
 
+// removeStaleSessions removes the directories of sessions whose undosh
+// is gone (killed before it could clean up): they hold only named pipes
+// and the init file.
+func removeStaleSessions(base string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, _, ok := strings.Cut(e.Name(), "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 {
+			continue
+		}
+		if err := unix.Kill(n, 0); errors.Is(err, unix.ESRCH) {
+			os.RemoveAll(filepath.Join(base, e.Name()))
+		}
+	}
+}
+
 func (s *session) close() {
 	if s.req != nil {
 		s.req.Close()
@@ -147,7 +169,7 @@ func (s *session) close() {
 // bootPS0 is the PS0 undosh puts in bash's environment, in case a
 // start-up file replaces PROMPT_COMMAND: it protects the first line and
 // arms PROMPT_COMMAND to install the hooks (see hooks.bash).
-const bootPS0 = `${__undosh_n[${__undosh_line:=1}]-}${__undosh_n[${PROMPT_COMMAND[99]:=__undosh_boot}]-}$(__undosh_boot pre "$?")`
+const bootPS0 = `${__undosh_n[${PROMPT_COMMAND[99]:=__undosh_boot}]-}${__undosh_n[${__undosh_line:=$(__undosh_boot pre "$?")}0]-}`
 
 // init is the file the boot function sources: the session's directory,
 // then [hooks].
@@ -206,49 +228,11 @@ func (s *session) messages() <-chan message {
 	out := make(chan message)
 	go func() {
 		defer close(out)
-		br := bufio.NewReader(s.req)
-		fields := func(n int) ([]string, bool) {
-			f := make([]string, n)
-			for i := range f {
-				v, err := br.ReadString(0)
-				if err != nil {
-					return nil, false
-				}
-				f[i] = strings.TrimSuffix(v, "\x00")
-			}
-			return f, true
-		}
+		d := newDecoder(s.req)
 		for {
-			k, ok := fields(1)
-			if !ok {
+			m, err := d.next()
+			if err != nil {
 				return
-			}
-			m := message{kind: k[0]}
-			switch m.kind {
-			case "hello":
-				f, ok := fields(1)
-				if !ok {
-					return
-				}
-				m.hist, _ = strconv.Atoi(f[0])
-			case "begin":
-				f, ok := fields(9)
-				if !ok {
-					return
-				}
-				m.id = f[0]
-				m.status, _ = strconv.Atoi(f[1])
-				m.begin = beginMsg{pid: pidOf(f[0]), cwd: f[2], histControl: f[3],
-					histIgnore: f[4], history: f[5] == "1", histSize: f[6], entry: f[7], exports: f[8]}
-			case "end":
-				f, ok := fields(2)
-				if !ok {
-					return
-				}
-				m.id = f[0]
-				m.status, _ = strconv.Atoi(f[1])
-			default:
-				continue // not from the hooks: resynchronise on the next message
 			}
 			out <- m
 		}
@@ -256,10 +240,87 @@ func (s *session) messages() <-chan message {
 	return out
 }
 
+// decoder reads the hooks' messages: a kind and its fields, each ended by
+// a NUL.
+type decoder struct{ br *bufio.Reader }
+
+func newDecoder(r io.Reader) *decoder { return &decoder{bufio.NewReader(r)} }
+
+// maxField bounds a field: a line or `export -p` larger than this is cut
+// (the rest is read and dropped), so that a runaway writer cannot make
+// undosh hold it all.
+const maxField = 4 << 20
+
+func (d *decoder) fields(n int) ([]string, error) {
+	f := make([]string, n)
+	for i := range f {
+		var b []byte
+		for {
+			chunk, err := d.br.ReadSlice(0)
+			if len(b) < maxField {
+				b = append(b, chunk[:min(len(chunk), maxField-len(b))]...)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+		f[i] = strings.TrimSuffix(string(b), "\x00")
+	}
+	return f, nil
+}
+
+// next returns the next message. A kind it does not know is skipped: the
+// next field is taken for the next kind.
+func (d *decoder) next() (message, error) {
+	for {
+		k, err := d.fields(1)
+		if err != nil {
+			return message{}, err
+		}
+		m := message{kind: k[0]}
+		switch m.kind {
+		case "hello":
+			f, err := d.fields(1)
+			if err != nil {
+				return message{}, err
+			}
+			m.hist, _ = strconv.Atoi(f[0])
+		case "begin":
+			f, err := d.fields(9)
+			if err != nil {
+				return message{}, err
+			}
+			m.id = f[0]
+			m.status, _ = strconv.Atoi(f[1])
+			m.begin = beginMsg{pid: pidOf(f[0]), cwd: f[2], histControl: f[3],
+				histIgnore: f[4], history: f[5] == "1", histSize: f[6], entry: f[7], exports: f[8]}
+		case "end":
+			f, err := d.fields(2)
+			if err != nil {
+				return message{}, err
+			}
+			m.id = f[0]
+			m.status, _ = strconv.Atoi(f[1])
+		default:
+			continue
+		}
+		return m, nil
+	}
+}
+
 // serve answers an interactive bash's hooks until req is closed.
 func (s *session) serve() {
 	<-s.ready
-	for m := range s.messages() {
+	d := newDecoder(s.req)
+	for {
+		m, err := d.next()
+		if err != nil {
+			return
+		}
 		switch m.kind {
 		case "hello":
 			s.histNum = m.hist
@@ -298,8 +359,9 @@ type beginMsg struct {
 
 // beginInteractive reads a line from the history entry m carries, then
 // protects it as [session.begin] does. prev is the status of the line
-// before. It returns "run" when bash should run the line, "skip" when it
-// must not (refused, or run in a copy of the machine).
+// before. It returns "run" when bash should run the line, "end" when it
+// should and report its end too, and "skip" when it must not (refused,
+// or run in a copy of the machine).
 func (s *session) beginInteractive(prev int, m beginMsg) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -333,8 +395,21 @@ func (s *session) beginInteractive(prev int, m beginMsg) string {
 	s.histNum = num
 	s.cur = cur
 	action, _ := s.begin(cur, text, unseen, m)
-	s.notes.settle(action == "skip")
+	// bash ends the line of the last note when it drops a line, unless
+	// it was interrupted already (its hook is gone), and ended it first.
+	s.notes.settle(action == "skip" && alive(m.pid))
+	if action == "run" && (cur.git != nil || cur.forget > 0) {
+		return "end" // the line's end must be reported
+	}
+	if action == "run" {
+		s.cur = nil
+	}
 	return action
+}
+
+// alive reports whether process pid still runs.
+func alive(pid int) bool {
+	return pid > 0 && unix.Kill(pid, 0) == nil
 }
 
 // begin classifies the line text and protects it before it runs, as
@@ -368,11 +443,14 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 		if s.ctl != nil && lr.dec.Class == policy.Fork && lr.dec.Verdict != policy.Deny && code != exit.Refused {
 			// The shell will report 130 for a line it did not run: say
 			// what became of it.
-			what := "kept"
-			if code != 0 {
-				what = "discarded; the machine is unchanged"
+			switch {
+			case lr.ctx.Err() != nil:
+				lr.e.say("the line was interrupted in a copy of the machine: the copy was discarded; the machine is unchanged")
+			case code == 0:
+				lr.e.say("the line ran in a copy of the machine and exited 0: the copy was kept ($? reads 130 here, where it did not run)")
+			default:
+				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged ($? reads 130 here)", code))
 			}
-			lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was %s ($? reads 130 here, where it did not run)", code, what))
 		}
 	case planGit:
 		g, c, ok := lr.startGit(rec, start)

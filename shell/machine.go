@@ -66,9 +66,13 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID}, true)
 	if err != nil && ctx.Err() != nil {
-		if sig, ok := got.(syscall.Signal); ok {
-			out.Status, out.Signal = 128+int(sig), sig
+		// Ended by a signal to undosh, or by the caller's context: an
+		// interactive line its user interrupted.
+		sig := syscall.SIGINT
+		if s, ok := got.(syscall.Signal); ok {
+			sig = s
 		}
+		out.Status, out.Signal = 128+int(sig), sig
 	} else if err != nil {
 		step.Abandon()
 		e.errorf(fmt.Errorf("step %d: %w", step.ID, err), "nothing was applied to the machine; undoctl doctor shows what the fork engine needs")
