@@ -22,7 +22,7 @@ import (
 const fedHooks = `__undosh_pre() {
 	local s=$? n a id=p$BASHPID
 	{
-		builtin printf 'begin\0%s\0%s\0%s\0\0\0\0\0\0' "$id" "$s" "$PWD"
+		builtin printf 'begin\0%s\0%s\0%s\0\0\0\0\0\0\0' "$id" "$s" "$PWD"
 		builtin export -p
 		builtin printf '\0'
 	} >"$__undosh_dir/req"

@@ -52,10 +52,9 @@ __undosh_wait() {
 # It prints 1 when the line's end must be reported (PS0 keeps that in
 # __undosh_line for __undosh_post).
 __undosh_pre() {
-	local id=p$BASHPID hist=0 size=${HISTSIZE-}
-	[[ -o history ]] && hist=1
+	local id=p$BASHPID
 	{
-		builtin printf 'begin\0%s\0%s\0%s\0%s\0%s\0%s\0%s\0' "$id" "$1" "$PWD" "${__undosh_hcu-}" "${HISTIGNORE-}" "$hist" "$size"
+		builtin printf 'begin\0%s\0%s\0%s\0%s\0%s\0%s\0%s\0%s\0' "$id" "$1" "$PWD" "$__undosh_hcu" "$__undosh_hiu" "$__undosh_hon" "$__undosh_hsu" "$__undosh_forced"
 		HISTTIMEFORMAT= builtin history 1
 		builtin printf '\0'
 		builtin export -p
@@ -83,14 +82,30 @@ __undosh_post() {
 	__undosh_arm
 }
 
-# __undosh_arm keeps what hides a line from `history 1` (ignorespace,
-# ignoredups) out of HISTCONTROL while the next line is read, and puts
-# undosh's part back in front of PS0.
+# __undosh_arm makes sure the next line reaches history, where
+# __undosh_pre reads it: it keeps what would keep the line out
+# (ignorespace and ignoredups in HISTCONTROL, HISTIGNORE, HISTSIZE=0)
+# aside while the line is read, puts back from PS0 what it can before the
+# line runs, and sends undosh the user's settings, which undosh applies
+# itself once the line ends. Then it puts undosh's part
+# back in front of PS0.
 __undosh_arm() {
-	local w r= restore=
-	if [[ ${HISTCONTROL-} != "$__undosh_hcr" ]]; then
-		__undosh_hcu=${HISTCONTROL-}
-	fi
+	local w r= restore= ran=${__undosh_ran-}
+	__undosh_ran=
+	# A setting is the user's, unless it still holds what undosh left
+	# there for the last line: what it set, or what PS0 put back.
+	if [[ -n $ran && -n $__undosh_hcb ]]; then w=$__undosh_hcu; else w=$__undosh_hcs; fi
+	if [[ ${HISTCONTROL-} != "$w" ]]; then __undosh_hcu=${HISTCONTROL-}; fi
+	if [[ -n $ran && -n $__undosh_hib ]]; then w=$__undosh_hiu; else w=$__undosh_his; fi
+	if [[ ${HISTIGNORE-} != "$w" ]]; then __undosh_hiu=${HISTIGNORE-}; fi
+	if [[ -n $ran && -n $__undosh_hsb ]]; then w=$__undosh_hsu; else w=$__undosh_hss; fi
+	if [[ ${HISTSIZE-} != "$w" ]]; then __undosh_hsu=${HISTSIZE-}; fi
+	# set +o history cannot be undone from here: bash puts it back once
+	# PROMPT_COMMAND has run. A line read with it on is not in history.
+	__undosh_hon=0
+	[[ -o history ]] && __undosh_hon=1
+
+	__undosh_hcb=
 	case :$__undosh_hcu: in
 	*:ignorespace:* | *:ignoredups:* | *:ignoreboth:*)
 		local IFS=:
@@ -98,22 +113,45 @@ __undosh_arm() {
 			case $w in ignorespace | ignoredups | ignoreboth) ;; *) r+=${r:+:}$w ;; esac
 		done
 		HISTCONTROL=$r
-		# An empty value can be put back before the line runs.
-		if [[ -z $r ]]; then restore='${__undosh_A[x${HISTCONTROL:=$__undosh_hcu}]}'; fi
+		# Only an empty value can be put back (with :=).
+		if [[ -z $r ]]; then
+			restore+='${__undosh_A[x${HISTCONTROL:=$__undosh_hcu}]}'
+			__undosh_hcb=1
+		fi
 		;;
 	esac
-	__undosh_hcr=${HISTCONTROL-}
+	__undosh_hcs=${HISTCONTROL-}
+	__undosh_hib=
+	if [[ -n $__undosh_hiu ]]; then
+		HISTIGNORE=
+		restore+='${__undosh_A[x${HISTIGNORE:=$__undosh_hiu}]}'
+		__undosh_hib=1
+	fi
+	__undosh_his=${HISTIGNORE-}
+	__undosh_hsb=
+	if [[ $__undosh_hsu == 0 ]]; then
+		HISTSIZE=
+		restore+='${__undosh_A[x${HISTSIZE:=$__undosh_hsu}]}'
+		__undosh_hsb=1
+	fi
+	__undosh_hss=${HISTSIZE-}
+
 	if [[ -n $__undosh_ps0p && ${PS0-} == "$__undosh_ps0p"* ]]; then
 		__undosh_ps0u=${PS0#"$__undosh_ps0p"}
 	else
 		__undosh_ps0u=${PS0-}
 	fi
-	__undosh_ps0p=$restore'${__undosh_A[x${PROMPT_COMMAND[99]:=__undosh_post}]}${__undosh_A[x${__undosh_line:=$(__undosh_pre "$?")}]}'
+	# The settings go back after __undosh_pre has read the line:
+	# HISTSIZE=0 empties the history.
+	__undosh_ps0p='${__undosh_A[x${__undosh_ran:=1}]}${__undosh_A[x${PROMPT_COMMAND[99]:=__undosh_post}]}${__undosh_A[x${__undosh_line:=$(__undosh_pre "$?")}]}'$restore
 	PS0=$__undosh_ps0p$__undosh_ps0u
 }
 
 if [[ ${1-} == pre ]]; then
-	# PS0's command substitution, before the hooks are installed.
+	# PS0's command substitution, before the hooks are installed: the
+	# settings are as the user left them.
+	__undosh_hcu=${HISTCONTROL-} __undosh_hiu=${HISTIGNORE-} __undosh_hsu=${HISTSIZE-} __undosh_hon=0 __undosh_forced=0
+	[[ -o history ]] && __undosh_hon=1
 	__undosh_pre "$2"
 	return 0
 fi
@@ -141,7 +179,10 @@ fi
 unset __undosh_i __undosh_env_ps0 __undosh_env_pc __undosh_boot_ps0 __undosh_boot
 
 declare -gA __undosh_A=()
-declare -g __undosh_seq=0 __undosh_ps0u= __undosh_ps0p= __undosh_hcu=${HISTCONTROL-} __undosh_hcr=${HISTCONTROL-}
+declare -g __undosh_forced=1 __undosh_seq=0 __undosh_ps0u= __undosh_ps0p= __undosh_ran= __undosh_hon=1
+declare -g __undosh_hcu=${HISTCONTROL-} __undosh_hcs=${HISTCONTROL-} __undosh_hcb=
+declare -g __undosh_hiu=${HISTIGNORE-} __undosh_his=${HISTIGNORE-} __undosh_hib=
+declare -g __undosh_hsu=${HISTSIZE-} __undosh_hss=${HISTSIZE-} __undosh_hsb=
 declare -g __undosh_n
 __undosh_n=$(HISTTIMEFORMAT= builtin history 1)
 __undosh_n=${__undosh_n#"${__undosh_n%%[0-9]*}"}

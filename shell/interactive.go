@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/pattern"
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/undosh/undosh/internal/classify"
@@ -83,9 +85,10 @@ type session struct {
 	mu sync.Mutex // serializes lines: serve, and the end of the session
 	// histNum is the number of the newest history entry seen; lastKept
 	// the text of the newest one bash's own settings would have kept.
-	histNum  int
-	lastKept string
-	cur      *line
+	histNum    int
+	lastKept   string
+	cur        *line
+	saidUnseen bool
 }
 
 // line is the command line between its begin and its end.
@@ -290,14 +293,14 @@ func (d *decoder) next() (message, error) {
 			}
 			m.hist, _ = strconv.Atoi(f[0])
 		case "begin":
-			f, err := d.fields(9)
+			f, err := d.fields(10)
 			if err != nil {
 				return message{}, err
 			}
 			m.id = f[0]
 			m.status, _ = strconv.Atoi(f[1])
-			m.begin = beginMsg{pid: pidOf(f[0]), cwd: f[2], histControl: f[3],
-				histIgnore: f[4], history: f[5] == "1", histSize: f[6], entry: f[7], exports: f[8]}
+			m.begin = beginMsg{pid: pidOf(f[0]), cwd: f[2], histControl: f[3], histIgnore: f[4],
+				history: f[5] != "0", histSize: f[6], forced: f[7] == "1", entry: f[8], exports: f[9]}
 		case "end":
 			f, err := d.fields(2)
 			if err != nil {
@@ -330,6 +333,11 @@ func (s *session) serve() {
 			action := "ok"
 			if n := s.endLine(m.status); n > 0 {
 				action = "forget:" + strconv.Itoa(n)
+				// The entries after it move up: the next line takes its
+				// number.
+				s.mu.Lock()
+				s.histNum = n - 1
+				s.mu.Unlock()
 			}
 			s.reply(m.id, action)
 		}
@@ -349,10 +357,14 @@ func (s *session) reply(id, action string) {
 type beginMsg struct {
 	pid         int // the hook's process, which ends if the line is given up
 	cwd         string
-	histControl string // the user's HISTCONTROL
+	// The user's history settings; forced says undosh kept those that
+	// hide a line out of the way while bash read it (the hooks are
+	// installed), so that the line is in history whatever they say.
+	histControl string
 	histIgnore  string
 	history     bool // set -o history
 	histSize    string
+	forced      bool
 	entry       string // `history 1`
 	exports     string // `export -p`
 }
@@ -371,22 +383,23 @@ func (s *session) beginInteractive(prev int, m beginMsg) string {
 		s.finishLocked(prev)
 	}
 	num, text := parseHistoryEntry(m.entry)
-	// A line is missing from history when a setting undosh leaves alone
-	// hid it; `history 1` then shows the line before.
-	hiding := m.histIgnore != "" || !m.history || m.histSize == "0"
+	hc := ":" + m.histControl + ":"
+	space := strings.Contains(hc, ":ignorespace:") || strings.Contains(hc, ":ignoreboth:")
+	dups := strings.Contains(hc, ":ignoredups:") || strings.Contains(hc, ":ignoreboth:")
+	// Before the hooks are installed, a setting may have kept the line
+	// out of history; `history 1` then shows the line before.
+	hiding := space || dups || m.histIgnore != "" || !m.history || m.histSize == "0"
 	unseen := ""
-	if text == "" || (num == s.histNum || s.histNum < 0) && hiding {
-		text, unseen = "", "the line is not in the shell's history (HISTIGNORE, set +o history or HISTSIZE=0 keep it out), so undosh cannot read it"
+	if text == "" || !m.history || !m.forced && (num == s.histNum || s.histNum < 0) && hiding {
+		text, unseen = "", "the line is not in the shell's history (set +o history, or before undosh's hooks were in place HISTCONTROL, HISTIGNORE or HISTSIZE=0), so undosh cannot read it"
 	}
 	cur := &line{}
-	if unseen == "" && num != s.histNum {
-		// undosh took ignorespace and ignoredups out of HISTCONTROL so
-		// that every line reaches history; it applies them itself.
-		hc := ":" + m.histControl + ":"
-		space := strings.Contains(hc, ":ignorespace:") || strings.Contains(hc, ":ignoreboth:")
-		dups := strings.Contains(hc, ":ignoredups:") || strings.Contains(hc, ":ignoreboth:")
+	if m.forced && unseen == "" && num != s.histNum {
+		// The line reached history because undosh kept the user's
+		// settings out of the way: it applies them now.
 		switch {
-		case space && strings.HasPrefix(text, " "), dups && text == s.lastKept:
+		case m.histSize == "0", space && strings.HasPrefix(text, " "),
+			dups && text == s.lastKept, histIgnored(m.histIgnore, text, s.lastKept):
 			cur.forget = num
 		default:
 			s.lastKept = text
@@ -407,6 +420,46 @@ func (s *session) beginInteractive(prev int, m beginMsg) string {
 	return action
 }
 
+// histIgnored reports whether HISTIGNORE's patterns match line, as bash
+// matches them: colon-separated, each against the whole line, with & for
+// the previous history entry.
+func histIgnored(ignore, line, prev string) bool {
+	if ignore == "" {
+		return false
+	}
+	var pats []string
+	var cur strings.Builder
+	for i := 0; i < len(ignore); i++ {
+		switch c := ignore[i]; {
+		case c == '\\' && i+1 < len(ignore):
+			cur.WriteByte(c)
+			cur.WriteByte(ignore[i+1])
+			i++
+		case c == ':':
+			pats = append(pats, cur.String())
+			cur.Reset()
+		case c == '&':
+			cur.WriteString(pattern.QuoteMeta(prev, 0))
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	pats = append(pats, cur.String())
+	for _, p := range pats {
+		if p == "" {
+			continue
+		}
+		expr, err := pattern.Regexp(p, pattern.EntireString|pattern.ExtendedOperators)
+		if err != nil {
+			continue
+		}
+		if re, err := regexp.Compile(expr); err == nil && re.MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
 // alive reports whether process pid still runs.
 func alive(pid int) bool {
 	return pid > 0 && unix.Kill(pid, 0) == nil
@@ -421,6 +474,16 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 	env, envMap := parseExports(m.exports)
 	lr := s.lineRun(text, m.cwd, env, envMap)
 	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen}).Decision
+	if unseen != "" && lr.dec.Class == policy.Fork {
+		// A line undosh cannot read cannot run anywhere but in the
+		// shell: it runs there, after a checkpoint of the workspace.
+		lr.dec.Class = policy.Git
+		lr.dec.Roots = classify.WorkspaceRoots(m.cwd, envMap["HOME"])
+		if !s.saidUnseen {
+			s.saidUnseen = true
+			lr.e.say("note: " + unseen + "; such lines run here with a checkpoint of the workspace only (said once)")
+		}
+	}
 	if lr.dec.Class == policy.None && lr.dec.Verdict == policy.Run {
 		return "run", 0
 	}

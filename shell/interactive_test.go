@@ -9,7 +9,7 @@ import (
 func TestDecoder(t *testing.T) {
 	in := "hello\x0012\x00" +
 		"junk\x00" +
-		"begin\x00p42\x001\x00/w\x00ignoreboth\x00\x001\x00500\x00   13  echo x\n\x00declare -x A=\"b\"\n\x00" +
+		"begin\x00p42\x001\x00/w\x00ignoreboth\x00\x001\x00500\x001\x00   13  echo x\n\x00declare -x A=\"b\"\n\x00" +
 		"end\x00e1\x00130\x00"
 	d := newDecoder(strings.NewReader(in))
 	var got []message
@@ -28,7 +28,7 @@ func TestDecoder(t *testing.T) {
 	}
 	b := got[1]
 	if b.kind != "begin" || b.id != "p42" || b.begin.pid != 42 || b.status != 1 || b.begin.cwd != "/w" ||
-		b.begin.histControl != "ignoreboth" || !b.begin.history || b.begin.histSize != "500" {
+		b.begin.histControl != "ignoreboth" || !b.begin.history || b.begin.histSize != "500" || !b.begin.forced {
 		t.Errorf("begin = %+v", b)
 	}
 	if n, text := parseHistoryEntry(b.begin.entry); n != 13 || text != "echo x" {
@@ -90,7 +90,7 @@ func TestCompleteCommand(t *testing.T) {
 }
 
 func FuzzDecoder(f *testing.F) {
-	f.Add([]byte("hello\x0012\x00begin\x00p1\x000\x00/\x00\x00\x001\x00\x00  1  ls\n\x00\x00end\x00e1\x000\x00"))
+	f.Add([]byte("hello\x0012\x00begin\x00p1\x000\x00/\x00\x00\x001\x00\x001\x00  1  ls\n\x00\x00end\x00e1\x000\x00"))
 	f.Add([]byte("end\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := newDecoder(strings.NewReader(string(data)))
@@ -108,4 +108,26 @@ func FuzzDecoder(f *testing.F) {
 			parseExports(m.begin.exports)
 		}
 	})
+}
+
+func TestHistIgnored(t *testing.T) {
+	for _, tt := range []struct {
+		ignore, line, prev string
+		want               bool
+	}{
+		{"", "ls", "", false},
+		{"ls", "ls", "", true},
+		{"ls", "ls -l", "", false},
+		{"ls*:cd *", "cd /tmp", "", true},
+		{"&", "pwd", "pwd", true},
+		{"&", "pwd", "ls", false},
+		{"&", "a*", "a*", true},
+		{"&", "ab", "a*", false},
+		{"x\\:y", "x:y", "", true},
+		{"[ \t]*", " secret", "", true},
+	} {
+		if got := histIgnored(tt.ignore, tt.line, tt.prev); got != tt.want {
+			t.Errorf("histIgnored(%q, %q, %q) = %v, want %v", tt.ignore, tt.line, tt.prev, got, tt.want)
+		}
+	}
 }
