@@ -355,8 +355,8 @@ func (s *session) reply(id, action string) {
 
 // beginMsg is what PS0's hook sends before a line runs.
 type beginMsg struct {
-	pid         int // the hook's process, which ends if the line is given up
-	cwd         string
+	pid int // the hook's process, which ends if the line is given up
+	cwd string
 	// The user's history settings; forced says undosh kept those that
 	// hide a line out of the way while bash read it (the hooks are
 	// installed), so that the line is in history whatever they say.
