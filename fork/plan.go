@@ -67,6 +67,10 @@ type DiffOptions struct {
 	// /tmp /var/tmp /run /proc /sys /dev trees and the dpkg and apt lock
 	// files are always excluded.
 	Exclude []string
+	// Include lists trees, from Root, committed even inside an excluded
+	// one: the workspace a step runs in, when it lives under /tmp. Only
+	// the way down to them is walked in the excluded tree.
+	Include []string
 	// Mirrored are the directories the copy made in the upper only to
 	// hold seeded paths, with the real directories' mode and owner at T0
 	// ([Copy].Mirrored). While an upper directory still has the mode and
@@ -233,6 +237,7 @@ func Diff(layer Layer, o DiffOptions) (Plan, error) {
 		},
 		within:   within,
 		excluded: map[string]bool{},
+		included: map[string]bool{},
 		links:    map[[2]uint64]string{},
 		mirrored: map[string]Mirror{},
 	}
@@ -246,6 +251,11 @@ func Diff(layer Layer, o DiffOptions) (Plan, error) {
 	for _, l := range [][]string{defaultExcluded, {state}, o.Seeded, o.Exclude} {
 		for _, p := range l {
 			d.excluded[path.Clean("/"+p)] = true
+		}
+	}
+	for _, p := range o.Include {
+		if p := path.Clean("/" + p); !d.excluded[p] {
+			d.included[p] = true
 		}
 	}
 	d.excluded[d.name(HiddenName)] = true
@@ -277,6 +287,7 @@ type differ struct {
 	plan     Plan
 	within   string // Target relative to Root
 	excluded map[string]bool
+	included map[string]bool
 	refused  []Problem
 	links    map[[2]uint64]string // upper (dev, ino) → Path of the first op
 	mirrored map[string]Mirror    // by name
@@ -299,8 +310,13 @@ func (d *differ) name(rel string) string {
 	return path.Join("/", d.within, rel)
 }
 
+// isExcluded reports whether name is never committed: it is in an
+// excluded tree, and not in an included tree inside that one.
 func (d *differ) isExcluded(name string) bool {
 	for p := name; ; p = path.Dir(p) {
+		if d.included[p] {
+			return false
+		}
 		if d.excluded[p] {
 			return true
 		}
@@ -308,6 +324,16 @@ func (d *differ) isExcluded(name string) bool {
 			return false
 		}
 	}
+}
+
+// leadsToIncluded reports whether an included tree lies below name.
+func (d *differ) leadsToIncluded(name string) bool {
+	for p := range d.included {
+		if strings.HasPrefix(p, name+"/") || name == "/" {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *differ) refuse(rel, reason string) {
@@ -323,11 +349,17 @@ func (d *differ) add(op Op) { d.plan.Ops = append(d.plan.Ops, op) }
 // entry plans rel (relative to both the upper and the target). fresh
 // says that rel's parent is new, so nothing of the real tree is there.
 func (d *differ) entry(rel string, fresh bool) error {
+	src := filepath.Join(d.plan.Upper, rel)
 	if rel != "." && d.isExcluded(d.name(rel)) {
+		var st unix.Stat_t
+		if d.leadsToIncluded(d.name(rel)) && unix.Lstat(src, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			// Only the way down to an included tree: nothing of this
+			// directory's own is committed.
+			return d.children(rel, fresh)
+		}
 		d.skip(rel, "excluded")
 		return nil
 	}
-	src := filepath.Join(d.plan.Upper, rel)
 	dst := filepath.Join(d.plan.Target, rel)
 	var ust unix.Stat_t
 	if err := unix.Lstat(src, &ust); err != nil {

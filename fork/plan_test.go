@@ -113,6 +113,40 @@ func TestDiffExcludes(t *testing.T) {
 	}
 }
 
+// TestDiffIncludes: a workspace under /tmp is committed, and nothing
+// else of /tmp is, not even /tmp's own attributes.
+func TestDiffIncludes(t *testing.T) {
+	t.Parallel()
+	requireRoot(t)
+	base := t.TempDir()
+	w := tree{t, base}
+	w.dir("root", 0o755)
+	w.dir("upper", 0o755)
+	r := tree{t, filepath.Join(base, "root")}
+	r.dir("tmp", 0o1777)
+	r.dir("tmp/ws", 0o755)
+	r.dir("tmp/ws/src", 0o755)
+	t0 := time.Now()
+	u := tree{t, filepath.Join(base, "upper")}
+	u.dir("tmp", 0o700) // changed attributes: not committed
+	u.mirror(r.root, "tmp/ws")
+	u.mirror(r.root, "tmp/ws/src")
+	u.file("tmp/ws/src/new.go", "package x\n", 0o644, tNew)
+	u.file("tmp/ws/top", "x", 0o644, tNew)
+	u.file("tmp/scratch", "x", 0o644, tNew)
+	u.dir("tmp/other", 0o755)
+	u.file("tmp/other/f", "x", 0o644, tNew)
+	u.whiteout(HiddenName)
+
+	p, err := Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, DiffOptions{Root: r.root, Include: []string{"/tmp/ws", "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"add tmp/ws/src/new.go", "add tmp/ws/top"}, opLines(p)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
 // TestSummary checks the plan's account for people, and that a plan
 // survives JSON (the form the copy half and undoctl try --json use).
 func TestSummary(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
@@ -64,7 +65,8 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	}
 	out, err := machine.Run(ctx, machine.Step{Argv: argv, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
-		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID}, true)
+		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID,
+		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an
 		// interactive line its user interrupted.

@@ -52,6 +52,9 @@ type Step struct {
 	// VerifyOut, when set, receives verify's output (stdout and stderr
 	// together) as it runs, besides the tail kept in VerifyOutput.
 	VerifyOut io.Writer
+	// Include lists the workspaces the step runs in: committed even
+	// inside a tree a commit leaves out (a project under /tmp).
+	Include []string
 	// StateDir holds the lock that serialises machine steps.
 	StateDir string
 	// Journal and ID, when set, mark each commit as in progress in the
@@ -163,7 +166,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		phase("verify")
 	}
 	for _, ov := range c.Overlays {
-		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0}, fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
+		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0}, fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored, Include: s.Include})
 		if err != nil {
 			return out, fmt.Errorf("read what the step changed under %s: %w", ov.Mount, err)
 		}
