@@ -86,11 +86,18 @@ func (w *walker) decl(s *syntax.Stmt, d *syntax.DeclClause) {
 		w.assignSubs(a)
 	}
 	variant := d.Variant.Value
+	if variant == "nameref" {
+		w.shared.unroll.namerefs = true
+	}
 	for _, a := range d.Args {
 		switch {
 		case a.Naked && a.Name == nil:
 			args := w.word(a.Value)
 			for _, arg := range args {
+				if !arg.Dynamic && strings.HasPrefix(arg.Value, "-") && strings.Contains(arg.Value, "n") {
+					// declare -n: assigning one name may assign another.
+					w.shared.unroll.namerefs = true
+				}
 				if arg.Dynamic {
 					w.unknown(a.Pos(), variant+" of a non-literal name", arg.Value)
 				} else if name, val, ok := strings.Cut(arg.Value, "="); ok {

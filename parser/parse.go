@@ -31,7 +31,8 @@ type Options struct {
 	// MaxDepth bounds nested code (bash -c, eval, scripts). Zero means 8.
 	MaxDepth int
 	// MaxCommands bounds the number of commands recorded. Zero means 10000.
-	// Source with more commands is reported as unknown code.
+	// Source with more commands is reported as unknown code. A for loop
+	// walked once per item counts the commands of its first item only.
 	MaxCommands int
 }
 
@@ -52,7 +53,8 @@ func Parse(src string, opts Options) *Facts {
 			cwd:  cleanAbs(opts.Cwd),
 			vars: map[string]string{},
 		},
-		shared: &shared{funcs: map[string]*funcDef{}, calling: map[string]bool{}},
+		shared: &shared{funcs: map[string]*funcDef{}, calling: map[string]bool{},
+			unroll: &unroll{mul: 1, sets: map[string]int{}}},
 	}
 	w.cfg = &expand.Config{Env: environ{w}}
 	if opts.Env != nil {
@@ -78,6 +80,9 @@ type walker struct {
 	via   string // how nested code was reached
 	depth int
 	root  bool // nested code that runs as another user (sudo bash -c)
+	// hidden names loop variables this code cannot see: it runs in a
+	// process of its own (they are not exported) or later (a trap).
+	hidden map[string]bool
 }
 
 type shared struct {
@@ -86,6 +91,12 @@ type shared struct {
 	aliases  map[string]string
 	commands int
 	full     bool
+	// unroll is shared with the scratch walks of loop bodies too.
+	unroll *unroll
+	// unrolling counts the loops being walked item by item; overflow is
+	// set when they spent the budget (see [walker.eachItem]).
+	unrolling int
+	overflow  bool
 }
 
 type funcDef struct {
@@ -109,6 +120,9 @@ type state struct {
 	args []string
 	// links maps symlinks created by the source (ln -s) to their targets.
 	links map[string]string
+	// private marks the variables whose value a for loop gave them. The
+	// loop does not export them, so other processes do not see them.
+	private map[string]bool
 }
 
 func (s *state) clone() *state {
@@ -117,10 +131,14 @@ func (s *state) clone() *state {
 	c.unknown = maps.Clone(s.unknown)
 	c.dirs = append([]string(nil), s.dirs...)
 	c.links = maps.Clone(s.links)
+	c.private = maps.Clone(s.private)
 	return &c
 }
 
 func (w *walker) lookup(name string) (string, bool) {
+	if w.hidden[name] {
+		return "", false
+	}
 	if v, ok := w.st.vars[name]; ok {
 		return v, true
 	}
@@ -169,6 +187,8 @@ func (w *walker) lookup(name string) (string, bool) {
 }
 
 func (w *walker) setVar(name, value string, known bool) {
+	w.noteAssign(name)
+	delete(w.st.private, name)
 	if known {
 		w.st.vars[name] = value
 		delete(w.st.unknown, name)
@@ -339,6 +359,12 @@ func (w *walker) record(c Command) {
 	w.shared.commands++
 	if w.shared.commands > w.opts.MaxCommands {
 		w.shared.full = true
+		if w.shared.unrolling > 0 {
+			// The loop being walked item by item is walked again as a
+			// whole, within the budget.
+			w.shared.overflow = true
+			return
+		}
 		w.unknownAt(c.Pos, "too many commands to analyse", "")
 		return
 	}
@@ -356,7 +382,16 @@ func (w *walker) record(c Command) {
 func (w *walker) nested(at syntax.Pos, via string) *walker {
 	p := w.pos(at)
 	n := &walker{opts: w.opts, facts: w.facts, st: w.st, shared: w.shared,
-		outer: &p, via: via, depth: w.depth + 1, root: w.root}
+		outer: &p, via: via, depth: w.depth + 1, root: w.root, hidden: w.hidden}
+	if len(w.st.private) > 0 && !inline(via) {
+		n.hidden = maps.Clone(w.hidden)
+		if n.hidden == nil {
+			n.hidden = map[string]bool{}
+		}
+		for name := range w.st.private {
+			n.hidden[name] = true
+		}
+	}
 	if w.via != "" {
 		n.via = w.via + " > " + via
 	}
@@ -392,17 +427,24 @@ func (w *walker) branch(loop bool, fn func()) {
 		// A loop body sees the state its previous iteration left. Walk the
 		// body once into a scratch record to learn what it changes, then
 		// walk it for real with those things unknown.
-		facts, sh := w.facts, w.shared
-		w.facts = &Facts{}
-		w.shared = &shared{funcs: sh.funcs, calling: maps.Clone(sh.calling), aliases: sh.aliases}
-		fn()
-		probe := w.st
-		w.facts, w.shared, w.st = facts, sh, before.clone()
-		forgetChanges(w.st, before, probe)
+		w.probe(fn)
 		before = w.st.clone()
 	}
 	fn()
 	forgetChanges(w.st, before, w.st)
+}
+
+// probe walks fn into a scratch record, then leaves the state as it was
+// before, less what fn changed.
+func (w *walker) probe(fn func()) {
+	before := w.st.clone()
+	facts, sh := w.facts, w.shared
+	w.facts = &Facts{}
+	w.shared = &shared{funcs: sh.funcs, calling: maps.Clone(sh.calling), aliases: sh.aliases, unroll: sh.unroll}
+	fn()
+	probe := w.st
+	w.facts, w.shared, w.st = facts, sh, before.clone()
+	forgetChanges(w.st, before, probe)
 }
 
 // forgetChanges makes dst forget what differs between before and after.
@@ -459,6 +501,7 @@ func (w *walker) stmt(s *syntax.Stmt) {
 	if w.shared.full || s == nil {
 		return
 	}
+	w.shared.unroll.walked++
 	if s.Background || s.Coprocess {
 		w.subshell(func() { w.stmtCmd(s) })
 		return
@@ -509,21 +552,7 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 		})
 		w.compoundRedirs(s)
 	case *syntax.ForClause:
-		switch l := c.Loop.(type) {
-		case *syntax.WordIter:
-			for _, item := range l.Items {
-				w.subs(item)
-			}
-			if l.Name != nil {
-				w.setVar(l.Name.Value, "", false)
-			}
-		case *syntax.CStyleLoop:
-			w.subs(l.Init)
-			w.subs(l.Cond)
-			w.subs(l.Post)
-		}
-		w.branch(true, func() { w.stmts(c.Do) })
-		w.compoundRedirs(s)
+		w.forClause(s, c)
 	case *syntax.CaseClause:
 		w.subs(c.Word)
 		w.branch(false, func() {
@@ -541,10 +570,12 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 		}
 	case *syntax.ArithmCmd:
 		w.subs(c.X)
+		w.quotedArith(c.X)
 		w.builtinCmd(s, "((")
 	case *syntax.LetClause:
 		for _, x := range c.Exprs {
 			w.subs(x)
+			w.quotedArith(x)
 		}
 		w.builtinCmd(s, "let")
 	case *syntax.TestClause:
@@ -619,6 +650,19 @@ func (w *walker) subs(n syntax.Node) {
 			}
 			if x.Excl && x.Names == 0 && x.Index == nil {
 				w.unknown(x.Pos(), "indirect expansion ${!x} may evaluate a subscript", w.text(x))
+			}
+			if x.Exp != nil && (x.Exp.Op == syntax.AssignUnset || x.Exp.Op == syntax.AssignUnsetOrNull) && x.Param != nil {
+				w.unmodelledAssign(x.Param.Value) // ${x:=value}
+			}
+		case *syntax.ArithmExp:
+			w.quotedArith(x.X)
+		case *syntax.BinaryArithm:
+			if assignOp(x.Op) {
+				w.unmodelledAssign(arithName(x.X))
+			}
+		case *syntax.UnaryArithm:
+			if x.Op == syntax.Inc || x.Op == syntax.Dec {
+				w.unmodelledAssign(arithName(x.X))
 			}
 		case *syntax.ExtGlob:
 			w.unknown(x.Pos(), "extended glob (bash rejects it unless extglob is on; the parser accepts it)", w.text(x))

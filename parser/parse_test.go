@@ -90,6 +90,8 @@ func TestParseCommands(t *testing.T) {
 		{"while", "while a; do b; done", []string{"a", "b"}},
 		{"until", "until a; do b; done", []string{"a", "b"}},
 		{"for in", "for i in 1 2; do echo hi; done", []string{"echo hi"}},
+		{"for in, once per item", "for i in 1 2; do echo hi; echo $i; done", []string{"echo hi", "echo 1", "echo 2"}},
+		{"nested for in", "for a in x y; do for b in 1 2; do echo $a$b; done; done", []string{"echo x1", "echo x2", "echo y1", "echo y2"}},
 		{"for items with substitution", "for f in $(ls); do echo hi; done", []string{"ls", "echo hi"}},
 		{"c-style for", "for ((i=0; i<3; i++)); do b; done", []string{"b"}},
 		{"case", "case $x in a) b;; *) c;; esac", []string{"b", "c"}},
@@ -529,6 +531,8 @@ func TestParseUnknown(t *testing.T) {
 		{"LD_PRELOAD", `LD_PRELOAD=/x.so ls`, true},
 		{"nested code that does not parse", `bash -c 'if'`, true},
 		{"plain commands", `ls -l | grep x > out`, false},
+		{"command name from a loop over words", `for c in ls pwd; do $c; done`, false},
+		{"command name from a loop over a glob", `for c in *; do $c; done`, true},
 		{"git status", `git status`, false},
 	}
 	for _, tc := range tests {
@@ -1143,6 +1147,135 @@ func TestMktempVariable(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("write %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseForLoop checks that `for NAME in WORDS` walks its body once per
+// item when every item is known, so that the paths it writes are known, and
+// that NAME stays unknown where its value is not known before the loop runs.
+func TestParseForLoop(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []string // every write, as wsum renders it
+	}{
+		{"literal items", "for i in 1 2 3; do echo $i > n$i; done", []string{"/w/n1", "/w/n2", "/w/n3"}},
+		{"sed -i on each file", `for f in a.txt b.txt; do sed -i s/x/y/ "$f"; done`, []string{"/w/a.txt", "/w/b.txt"}},
+		{"touch in each directory", `for d in src tests; do touch "$d/__init__.py"; done`, []string{"/w/src/__init__.py", "/w/tests/__init__.py"}},
+		{"quoted items", `for f in 'a b' "c"; do rm -- "$f"; done`, []string{"/w/a b", "/w/c"}},
+		{"unquoted use splits an item", `for f in 'a b'; do rm $f; done`, []string{"/w/a", "/w/b"}},
+		{"brace sequence", "for i in {1..3}; do touch f$i; done", []string{"/w/f1", "/w/f2", "/w/f3"}},
+		{"brace list", "for f in x.{c,h}; do rm $f; done", []string{"/w/x.c", "/w/x.h"}},
+		{"known variables in items", `d=build; for f in $d/a "$d/b"; do rm $f; done`, []string{"/w/build/a", "/w/build/b"}},
+		{"known variable split into items", "l='a b'; for f in $l; do rm $f; done", []string{"/w/a", "/w/b"}},
+		{"tilde item", "for f in ~/x; do rm $f; done", []string{"/h/x"}},
+		{"function arguments as items", `f() { for x in "$@"; do rm $x; done; }; f a b`, []string{"/w/a", "/w/b"}},
+		{"nested loops", "for a in x y; do for b in 1 2; do touch $a$b; done; done", []string{"/w/x1", "/w/x2", "/w/y1", "/w/y2"}},
+		{"inner items from the outer variable", "for d in a b; do for f in $d/1 $d/2; do rm $f; done; done", []string{"/w/a/1", "/w/a/2", "/w/b/1", "/w/b/2"}},
+		{"body assigns from the variable", `for f in a.txt b.txt; do n=${f%.txt}; mv "$f" "$n.md"; done`, []string{"/w/a.txt", "/w/a.md", "/w/b.txt", "/w/b.md"}},
+		{"eval sees the variable", `for f in a b; do eval 'rm "$f"'; done`, []string{"/w/a", "/w/b"}},
+		{"a command that does not use the variable is reported once", "for i in 1 2; do date >> log; done", []string{"/w/log"}},
+		{"last item after the loop", "for i in a b; do :; done; echo x > $i", []string{"/w/b"}},
+		{"last item after a plain continue", "for i in a b; do continue; done; echo x > $i", []string{"/w/b"}},
+		{"loop in a directory", "cd sub; for f in a b; do rm $f; done", []string{"/w/sub/a", "/w/sub/b"}},
+
+		{"glob item", `for f in *.txt; do rm "$f"; done`, []string{`?"$f"`}},
+		{"glob item in a directory", `for f in src/*.go; do sed -i s/a/b/ "$f"; done`, []string{`?"$f"`}},
+		{"quoted pattern item (it globs where used unquoted)", `for f in "*.txt"; do rm "$f"; done`, []string{`?"$f"`}},
+		{"command substitution item", `for f in $(ls); do rm "$f"; done`, []string{`?"$f"`}},
+		{"unknown variable item", `for f in $FILES; do rm "$f"; done`, []string{`?"$f"`}},
+		{"positional parameters", `for f; do rm "$f"; done`, []string{`?"$f"`}},
+		{"no items", `for f in; do rm "$f"; done`, []string{`?"$f"`}},
+		{"select", `select f in a b; do rm "$f"; done`, []string{`?"$f"`}},
+		{"c-style loop", "for ((i = 0; i < 3; i++)); do touch f$i; done", []string{"?f$i"}},
+		{"too many items", "for i in {1..65}; do touch f$i; done", []string{"?f$i"}},
+		{"too many items nested", "for a in {1..8}; do for b in {1..9}; do touch \"$a$b\"; done; done", []string{`?"$a$b"`}},
+		{"body assigns the variable", `for f in a b; do f=$f.bak; rm "$f"; done`, []string{`?"$f"`}},
+		{"body reads the variable", `for f in a b; do read -r f; rm "$f"; done`, []string{`?"$f"`}},
+		{"arithmetic on the variable", "for i in 1 2; do ((i++)); touch f$i; done", []string{"?f$i"}},
+		{"let on the variable", "for i in 1 2; do let i+=1; touch f$i; done", []string{"?f$i"}},
+		{"quoted let on the variable", `for i in 1 2; do let "i = i + 1"; touch f$i; done`, []string{"?f$i"}},
+		{"quoted let on another variable", `for i in 1 2; do let "n += 1"; touch f$i; done`, []string{"/w/f1", "/w/f2"}},
+		{"default assignment to the variable", "for i in 1 2; do : ${i:=3}; touch f$i; done", []string{"?f$i"}},
+		{"function assigns the variable", `g() { f=x; }; for f in a b; do g; rm "$f"; done`, []string{"/w/x"}},
+		{"function reads the variable", `g() { read -r f; }; for f in a b; do g; rm "$f"; done`, []string{`?"$f"`}},
+		{"nameref", `declare -n r=f; for f in a b; do r=x; rm "$f"; done`, []string{`?"$f"`}},
+		{"inner loop over the same name", "for i in a b; do for i in c d; do :; done; rm $i; done", []string{"/w/d"}},
+		{"after a break", "for i in a b; do break; done; echo x > $i", []string{"?$i"}},
+		{"after a continue to an outer loop", "for i in a b; do continue 2; done; echo x > $i", []string{"?$i"}},
+		{"after a return", "f() { for i in a b; do return; done; }; f; echo x > $i", []string{"?$i"}},
+		{"arithmetic on the variable after the loop", "for i in 1 2; do :; done; ((i++)); touch f$i", []string{"?f$i"}},
+		{"loop redirection opens before the first item", "for i in a b; do :; done > $i", []string{"?$i"}},
+		{"child shell does not see the variable", `for i in a b; do bash -c 'rm -rf "/$i"'; done`, []string{`?"/$i"`}},
+		{"child shell after the loop", `for i in a b; do :; done; sh -c 'rm "$i"'`, []string{`?"$i"`}},
+		{"trap runs later", `for i in a b; do trap 'rm "$i"' EXIT; done`, []string{`?"$i"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := parser.Parse(tc.in, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/h"}})
+			if diff := cmp.Diff(tc.want, wsum(f)); diff != "" {
+				t.Errorf("Parse(%q) writes (-want +got):\n%s", tc.in, diff)
+			}
+			if f.Err != nil {
+				t.Errorf("Parse(%q) error: %v", tc.in, f.Err)
+			}
+		})
+	}
+}
+
+// TestParseForLoopBudget checks that a loop walked once per item counts
+// its commands once against Options.MaxCommands, and that a loop whose
+// items spend the budget is walked as a whole, as any loop is.
+func TestParseForLoopBudget(t *testing.T) {
+	t.Parallel()
+	reasons := func(f *parser.Facts) []string {
+		var out []string
+		for _, u := range f.Unknown {
+			out = append(out, u.Reason)
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		in      string
+		max     int
+		want    []string // commands
+		unknown []string // reasons
+	}{
+		{
+			name: "the items count once",
+			in:   "for i in 1 2 3; do echo x; touch f$i; done",
+			max:  2,
+			want: []string{"echo x", "touch f1", "touch f2", "touch f3"},
+		},
+		{
+			name:    "an item spends the budget",
+			in:      `for c in 'a; b; c; d; e; f' z; do bash -c "$c"; done; ls`,
+			max:     5,
+			want:    []string{`bash -c "$c"`, "ls"},
+			unknown: []string{"bash with a non-literal argument"},
+		},
+		{
+			name:    "an item of an inner loop spends the budget",
+			in:      `for a in x y; do for c in 'a; b; c; d; e; f; g; h; i' z; do bash -c "$c"; done; done; ls`,
+			max:     8,
+			want:    []string{`bash -c "$c"`, "ls"},
+			unknown: []string{"bash with a non-literal argument"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := parser.Parse(tc.in, parser.Options{Cwd: "/w", MaxCommands: tc.max})
+			if diff := cmp.Diff(tc.want, lines(f)); diff != "" {
+				t.Errorf("Parse(%q) commands (-want +got):\n%s", tc.in, diff)
+			}
+			if diff := cmp.Diff(tc.unknown, reasons(f)); diff != "" {
+				t.Errorf("Parse(%q) unknown code (-want +got):\n%s", tc.in, diff)
 			}
 		})
 	}
