@@ -522,7 +522,7 @@ func (w *walker) perl(s *syntax.Stmt, c *Command) {
 	if !haveCode {
 		txt, ok := w.stdinText(s)
 		if !ok {
-			w.unknownAt(c.Pos, "perl reads its program from standard input", c.Text)
+			w.stdinProgram(s, c, "perl reads its program from standard input")
 			return
 		}
 		code = append(code, txt)
@@ -607,7 +607,7 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 		}
 	}
 	if len(c.Argv) == 1 {
-		w.unknownAt(c.Pos, c.Argv[0].Value+" reads its program from standard input", c.Text)
+		w.stdinProgram(s, c, c.Argv[0].Value+" reads its program from standard input")
 		return
 	}
 	c.Opaque = true
@@ -769,7 +769,7 @@ func (w *walker) pythonStdin(s *syntax.Stmt, c *Command) {
 	if !ok {
 		if len(c.Argv) == 1 || c.Argv[len(c.Argv)-1].Value == "-" {
 			// Interactive, or a program piped in that we cannot see.
-			w.unknownAt(c.Pos, "python reads its program from standard input", c.Text)
+			w.stdinProgram(s, c, "python reads its program from standard input")
 		}
 		return
 	}
@@ -845,7 +845,7 @@ func (w *walker) node(s *syntax.Stmt, c *Command) {
 	}
 	text, ok := w.stdinText(s)
 	if !ok {
-		w.unknownAt(c.Pos, "node reads its program from standard input", c.Text)
+		w.stdinProgram(s, c, "node reads its program from standard input")
 		return
 	}
 	c.WritesKnown = true

@@ -34,6 +34,12 @@ type Options struct {
 	// Source with more commands is reported as unknown code. A for loop
 	// walked once per item counts the commands of its first item only.
 	MaxCommands int
+	// Terminal says that standard input is a person's (or an agent's)
+	// terminal, as for a line typed at an interactive prompt: a program
+	// that reads its code from it (python3, node, bash with no script) is
+	// an interactive session of that program, an unknown program, rather
+	// than code the parser cannot see.
+	Terminal bool
 }
 
 // Parse walks src and returns the facts about it. It never panics on any
@@ -83,6 +89,9 @@ type walker struct {
 	// hidden names loop variables this code cannot see: it runs in a
 	// process of its own (they are not exported) or later (a trap).
 	hidden map[string]bool
+	// stdinTaken is set while the code walked reads standard input from
+	// a pipe or a redirection, not from the terminal.
+	stdinTaken bool
 }
 
 type shared struct {
@@ -382,7 +391,7 @@ func (w *walker) record(c Command) {
 func (w *walker) nested(at syntax.Pos, via string) *walker {
 	p := w.pos(at)
 	n := &walker{opts: w.opts, facts: w.facts, st: w.st, shared: w.shared,
-		outer: &p, via: via, depth: w.depth + 1, root: w.root, hidden: w.hidden}
+		outer: &p, via: via, depth: w.depth + 1, root: w.root, hidden: w.hidden, stdinTaken: w.stdinTaken}
 	if len(w.st.private) > 0 && !inline(via) {
 		n.hidden = maps.Clone(w.hidden)
 		if n.hidden == nil {
@@ -502,11 +511,47 @@ func (w *walker) stmt(s *syntax.Stmt) {
 		return
 	}
 	w.shared.unroll.walked++
+	if !w.stdinTaken && redirectsStdin(s) {
+		w.stdinTaken = true
+		defer func() { w.stdinTaken = false }()
+	}
 	if s.Background || s.Coprocess {
 		w.subshell(func() { w.stmtCmd(s) })
 		return
 	}
 	w.stmtCmd(s)
+}
+
+// redirectsStdin reports whether s takes its standard input from a file,
+// a here-document or another descriptor.
+func redirectsStdin(s *syntax.Stmt) bool {
+	for _, r := range s.Redirs {
+		switch r.Op {
+		case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn, syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+			if r.N == nil || r.N.Value == "0" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fromTerminal reports whether a program run by s reads the terminal: the
+// source was typed at an interactive prompt and nothing redirects or pipes
+// its standard input.
+func (w *walker) fromTerminal(s *syntax.Stmt) bool {
+	return w.opts.Terminal && !w.stdinTaken && !redirectsStdin(s)
+}
+
+// stdinProgram reports a program that reads its code from standard input:
+// at a terminal, an interactive session of it (an unknown program);
+// otherwise code the parser cannot see.
+func (w *walker) stdinProgram(s *syntax.Stmt, c *Command, reason string) {
+	if w.fromTerminal(s) {
+		c.Opaque = true
+		return
+	}
+	w.unknownAt(c.Pos, reason, c.Text)
 }
 
 func (w *walker) stmtCmd(s *syntax.Stmt) {
@@ -522,7 +567,10 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 		switch c.Op {
 		case syntax.Pipe, syntax.PipeAll:
 			w.subshell(func() { w.stmt(c.X) })
+			saved := w.stdinTaken
+			w.stdinTaken = true
 			w.subshell(func() { w.stmt(c.Y) })
+			w.stdinTaken = saved
 		case syntax.OrStmt:
 			w.stmt(c.X)
 			w.branch(false, func() { w.stmt(c.Y) })

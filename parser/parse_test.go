@@ -1280,3 +1280,41 @@ func TestParseForLoopBudget(t *testing.T) {
 		})
 	}
 }
+
+// At a terminal, a program that reads its code from standard input is an
+// interactive session of it: an unknown program, not unknown code; with
+// its input piped or redirected it stays unknown code.
+func TestParseTerminal(t *testing.T) {
+	for _, tt := range []struct {
+		src    string
+		opaque bool // reported as an unknown program
+	}{
+		{"python3", true},
+		{"node", true},
+		{"bash", true},
+		{"perl", true},
+		{"ruby", true},
+		{"sudo python3", true},
+		{"echo 'print(1)' | python3", false},
+		{"python3 < x.py", false},
+		{"python3 <<< \"$code\"", false},
+		{"{ python3; } < x.py", false},
+		{"cat x | { bash; }", false},
+		{"bash -c python3", true},
+	} {
+		f := parser.Parse(tt.src, parser.Options{Cwd: "/w", Terminal: true})
+		opaque := false
+		for _, c := range f.Commands {
+			opaque = opaque || c.Opaque
+		}
+		if opaque != tt.opaque || tt.opaque && len(f.Unknown) > 0 {
+			t.Errorf("%q at a terminal: opaque %v, unknown %v; want opaque %v and no unknown", tt.src, opaque, f.Unknown, tt.opaque)
+		}
+		if !tt.opaque && len(f.Unknown) == 0 {
+			t.Errorf("%q at a terminal: no unknown code", tt.src)
+		}
+		if g := parser.Parse(tt.src, parser.Options{Cwd: "/w"}); tt.opaque && len(g.Unknown) == 0 {
+			t.Errorf("%q without a terminal: no unknown code", tt.src)
+		}
+	}
+}

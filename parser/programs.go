@@ -930,7 +930,7 @@ func (w *walker) shell(s *syntax.Stmt, c *Command, base string) {
 			}
 		}
 	}
-	w.unknownAt(c.Pos, base+" reads its script from standard input", c.Text)
+	w.stdinProgram(s, c, base+" reads its script from standard input")
 }
 
 // hdocLiteral returns a here-document's body when it is static.

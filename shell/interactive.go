@@ -473,7 +473,7 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 	start := time.Now()
 	env, envMap := parseExports(m.exports)
 	lr := s.lineRun(text, m.cwd, env, envMap)
-	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen}).Decision
+	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen, Terminal: s.ctl != nil}).Decision
 	if unseen != "" && lr.dec.Class == policy.Fork {
 		// A line undosh cannot read cannot run anywhere but in the
 		// shell: it runs there, after a checkpoint of the workspace.

@@ -37,6 +37,9 @@ type Options struct {
 	// parser finds: nothing after it runs, so only what comes before it
 	// is classified.
 	BashRejects bool
+	// Terminal: standard input is the user's terminal (a line typed at
+	// an interactive prompt); see [parser.Options].
+	Terminal bool
 	// Unseen, when not "", says why the step's text cannot be read (a
 	// script too large to parse): the step is unknown code.
 	Unseen string
@@ -54,7 +57,7 @@ func Decide(src string, o Options) Result {
 	if read == nil && !o.NoScripts {
 		read = ReadScript
 	}
-	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX})
+	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX, Terminal: o.Terminal})
 	if o.BashRejects {
 		facts.Err = nil
 	}
