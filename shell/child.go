@@ -35,17 +35,6 @@ func forwarded(ignored func(syscall.Signal) bool) []os.Signal {
 	return out
 }
 
-// runChild runs argv[0]=path as a child in undosh's process group, with
-// files as its fds, forwarding every signal undosh receives until it ends.
-func runChild(path string, argv, env []string, files []*os.File, ignored func(syscall.Signal) bool) (status, error) {
-	c, err := startChild(path, argv, env, files, ignored)
-	if err != nil {
-		return status{}, err
-	}
-	st := <-c.done
-	return st, c.err
-}
-
 // childProc is a child started by [startChild].
 type childProc struct {
 	p    *os.Process

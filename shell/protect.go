@@ -317,14 +317,35 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		r.e.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", g.step.ID, g.step.ID))
 		go feedSession(r.src.feed, []byte(r.src.text))
 	}
-	st, err := runChild(r.real, r.e.Argv, r.stepEnv(g.step.ID), r.stepFiles(), r.e.Ignored)
+	path, argv, env, files := r.real, r.e.Argv, r.stepEnv(g.step.ID), r.stepFiles()
+	var en *enforced
+	var errTail *stderrTail
+	if r.enforcing() && !r.src.session {
+		if en = r.enforceStep(policy.Git, argv, env); en != nil {
+			path, argv, env = en.path, en.argv, en.env
+			files, errTail = captureStderr(files)
+		}
+	}
+	c, err := startChild(path, argv, env, files, r.e.Ignored)
+	errTail.started()
+	var st status
+	if err == nil {
+		st = <-c.done
+		err = c.err
+	}
 	if r.src.session {
 		r.src.stdin.Close()
 	}
 	if err != nil {
+		errTail.end()
 		g.step.Abandon()
 		r.e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return 127
+	}
+	if en != nil && st.code != 0 && st.sig == 0 {
+		g.hint = r.blockedHint(en, errTail.end())
+	} else {
+		errTail.end()
 	}
 	return g.finish(st)
 }
@@ -337,6 +358,9 @@ type gitStep struct {
 	stores []*checkpoint.Store
 	rec    journal.Record
 	start  time.Time
+	// hint, when set, says where enforcement stopped the step; it is
+	// printed after the rollback's notice.
+	hint string
 }
 
 // startGit numbers the step, checkpoints every workspace it can write and
@@ -416,6 +440,10 @@ func (g *gitStep) finish(st status) int {
 	rec.Outcome = journal.Kept
 	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(g.stores) > 0 && !r.src.session {
 		r.rollback(g.j, g.step, g.stores, rec, failure)
+	}
+	if g.hint != "" {
+		rec.Notice = strings.TrimPrefix(rec.Notice+"; "+g.hint, "; ")
+		r.e.say("hint: " + g.hint)
 	}
 	r.finishStep(g.step, *rec, g.start, st.sig)
 	return code

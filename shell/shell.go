@@ -194,6 +194,11 @@ func (r *run) main() int {
 	}
 	r.dec = res.Decision
 	if r.dec.Class == policy.None && r.dec.Verdict == policy.Run {
+		if r.enforcing() {
+			if code, ran := r.runEnforcedNone(); ran {
+				return code
+			}
+		}
 		return e.exec(r.real, r.src)
 	}
 	return r.protect()

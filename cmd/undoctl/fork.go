@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
@@ -55,7 +56,7 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 		sd = sdir
 	}
 	step := machine.Step{Argv: argv, Dir: cwd, Env: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Verify: *verify, StateDir: sd}
+		Verify: *verify, StateDir: sd, Include: classify.WorkspaceRoots(cwd, os.Getenv("HOME"))}
 	if name == "try" {
 		out, err := machine.Run(ctx, step, false)
 		if err != nil {

@@ -7,7 +7,9 @@
 //
 // Started with argv[0] "undosh-classifier", it is instead the resident
 // classifier that undosh-fast (front/) asks; with argv[0]
-// "undosh-fork-init", pid 1 of a copy of the machine (fork/).
+// "undosh-fork-init", pid 1 of a copy of the machine (fork/); with argv[0]
+// "undosh-enforce", the step's shell under its class's isolation
+// (internal/enforce, whose C constructor does the work before main).
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/procstate"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/shell"
@@ -28,6 +31,8 @@ func main() {
 		if len(os.Args) == 1 {
 			os.Exit(classifier())
 		}
+	case enforce.Name: // its C constructor took over already; see enforce.Main
+		os.Exit(enforce.Main(os.Stderr))
 	case fork.InitName:
 		// pid 1 of a copy of the machine (fork.Copy.Run re-executes undosh).
 		os.Exit(fork.Init())
