@@ -34,6 +34,19 @@ const undoshStateDir = "/var/lib/undosh"
 // exits 101, so that package scripts do not start services in the copy.
 const PolicyRCD = "/usr/sbin/policy-rc.d"
 
+// GuardTag starts the PEP 668 marker (EXTERNALLY-MANAGED) that undosh's
+// pip guard puts in a system Python's standard library (undoctl install):
+// Create hides every such marker from the copy, so that pip installs into
+// system paths in a machine step. A marker without it (a distribution's
+// own) stays.
+const GuardTag = "# undosh: pip guard"
+
+// PythonLibs returns where system Pythons keep their standard library, as
+// globs: the directories that hold a PEP 668 marker.
+func PythonLibs() []string {
+	return []string{"/usr/lib/python3.*", "/usr/lib64/python3.*", "/usr/local/lib/python3.*"}
+}
+
 // MetaFile is the name of the file, in a copy's directory, that records
 // the copy (the JSON encoding of [Copy]).
 const MetaFile = "copy.json"
@@ -102,8 +115,8 @@ type Copy struct {
 	// real path) that Create put in the upper directories, and that a
 	// commit must leave out: PolicyRCD, the whiteouts that hide the state
 	// directories (Options.StateDir, /var/lib/undosh, <mount>/.undosh-fork
-	// of every overlay, and Options.Hide), and copies of files that are
-	// bind mounts on the host.
+	// of every overlay, and Options.Hide) and the pip guard's markers
+	// ([GuardTag]), and copies of files that are bind mounts on the host.
 	Seeded []string `json:"seeded"`
 	// Mirrored are the directories Create made in the upper directories
 	// only to hold the seeded paths (and each overlay's upper directory
@@ -333,6 +346,7 @@ func (c *Copy) build(o Options, hidden []string) error {
 	for _, l := range c.Overlays {
 		hidden = append(hidden, filepath.Join(l.Mount, HiddenName))
 	}
+	hidden = append(hidden, guardMarkers("/")...)
 	for _, h := range hidden {
 		if err := s.hide(h); err != nil {
 			return err

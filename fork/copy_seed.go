@@ -3,6 +3,7 @@ package fork
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -219,6 +220,30 @@ func (s *seeder) copyFile(p string) error {
 	}
 	s.c.Seeded = append(s.c.Seeded, p)
 	return nil
+}
+
+// guardMarkers returns the PEP 668 markers under root that undosh's pip
+// guard wrote (they start with [GuardTag]), as paths from root.
+func guardMarkers(root string) []string {
+	var out []string
+	for _, g := range PythonLibs() {
+		dirs, _ := filepath.Glob(filepath.Join(root, g))
+		for _, d := range dirs {
+			name := filepath.Join(d, "EXTERNALLY-MANAGED")
+			f, err := os.Open(name)
+			if err != nil {
+				continue
+			}
+			head := make([]byte, len(GuardTag))
+			n, _ := io.ReadFull(f, head)
+			f.Close()
+			if string(head[:n]) == GuardTag {
+				rel, _ := filepath.Rel(root, name)
+				out = append(out, "/"+rel)
+			}
+		}
+	}
+	return out
 }
 
 // finish sets the times of the mirrored directories, deepest first, now

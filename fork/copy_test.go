@@ -3,7 +3,10 @@ package fork
 import (
 	"encoding/json"
 	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +162,35 @@ func TestMarshalMatchesJSON(t *testing.T) {
 		if string(got) != string(want)+"\n" {
 			t.Errorf("marshal:\n%s\nencoding/json:\n%s", got, want)
 		}
+	}
+}
+
+// The pip guard's markers are found in every system Python's standard
+// library; a distribution's own marker is not.
+func TestGuardMarkers(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	files := map[string]string{
+		"usr/lib/python3.11/EXTERNALLY-MANAGED":       GuardTag + "\n[externally-managed]\nError=undosh\n",
+		"usr/lib/python3.12/EXTERNALLY-MANAGED":       "[externally-managed]\nError=Debian's own\n",
+		"usr/lib/python3/EXTERNALLY-MANAGED":          GuardTag + "\n", // not a standard library
+		"usr/lib64/python3.9/EXTERNALLY-MANAGED":      GuardTag,
+		"usr/local/lib/python3.13/EXTERNALLY-MANAGED": GuardTag + "\n",
+		"usr/local/lib/python3.10/EXTERNALLY-MANAGED": "# undosh",
+		"usr/lib/python3.8/os.py":                     "",
+	}
+	for name, data := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := guardMarkers(root)
+	want := []string{"/usr/lib/python3.11/EXTERNALLY-MANAGED", "/usr/lib64/python3.9/EXTERNALLY-MANAGED", "/usr/local/lib/python3.13/EXTERNALLY-MANAGED"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guardMarkers = %q, want %q", got, want)
 	}
 }

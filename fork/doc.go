@@ -39,7 +39,8 @@
 // session, with a policy-rc.d that exits 101 ([PolicyRCD]) and with
 // whiteouts that hide the state directory, /var/lib/undosh and
 // <mount>/.undosh-fork from the copy (a lower layer that holds its own
-// upper gives ELOOP). [Copy].Seeded lists these paths and [Copy].Mirrored
+// upper gives ELOOP), and the PEP 668 markers of undosh's pip guard
+// ([GuardTag]), so that pip may install into system paths in the copy. [Copy].Seeded lists these paths and [Copy].Mirrored
 // the directories made to hold them, with the real directories' metadata:
 // a commit leaves the first out and treats the second as unchanged while
 // their metadata match. [Copy].T0 is read from the kernel's coarse clock,

@@ -398,6 +398,85 @@ func TestCapabilitiesDropped(t *testing.T) {
 	}
 }
 
+// The copy does not see the pip guard's PEP 668 markers, and sees a
+// distribution's own. (This machine's markers are whatever it has: the
+// test changes none.)
+func TestSeededMarkers(t *testing.T) {
+	var all []string
+	for _, g := range PythonLibs() {
+		m, _ := filepath.Glob(filepath.Join(g, "EXTERNALLY-MANAGED"))
+		all = append(all, m...)
+	}
+	if len(all) == 0 {
+		t.Skip("no PEP 668 marker on this machine")
+	}
+	guarded := guardMarkers("/")
+	c := newCopy(t, Options{})
+	script := ""
+	for _, m := range all {
+		script += "if test -e " + m + "; then echo seen " + m + "; else echo hidden " + m + "; fi\n"
+	}
+	s := run(t, c, script)
+	for _, m := range all {
+		want := "seen " + m
+		if slices.Contains(guarded, m) {
+			want = "hidden " + m
+			if d, err := filepath.EvalSymlinks(filepath.Dir(m)); err == nil && d == filepath.Dir(m) && !slices.Contains(c.Seeded, m) {
+				t.Errorf("Seeded %v lacks %s", c.Seeded, m)
+			}
+		} else if slices.Contains(c.Seeded, m) {
+			t.Errorf("Seeded %v has the distribution's %s", c.Seeded, m)
+		}
+		if !strings.Contains(s.stdout, want+"\n") {
+			t.Errorf("in the copy: %q, want %q", s.stdout, want)
+		}
+	}
+}
+
+// A marker file found as guardMarkers finds them is hidden by a
+// whiteout, and the real one is left as it was: the machinery of
+// TestSeededMarkers, on a tree of the test's own in /var/tmp.
+func TestHideMarkerFile(t *testing.T) {
+	requireEngine(t)
+	base, err := os.MkdirTemp("/var/tmp", "undosh-fork-marker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	var root, st unix.Stat_t
+	if unix.Stat("/", &root) != nil || unix.Stat(base, &st) != nil || root.Dev != st.Dev {
+		t.Skip("/var/tmp is not on the root filesystem")
+	}
+	tagged := filepath.Join(base, "usr/lib/python3.99/EXTERNALLY-MANAGED")
+	other := filepath.Join(base, "usr/lib/python3.98/EXTERNALLY-MANAGED")
+	for name, data := range map[string]string{tagged: GuardTag + "\n[externally-managed]\n", other: "[externally-managed]\n"} {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hide []string
+	for _, m := range guardMarkers(base) {
+		hide = append(hide, filepath.Join(base, m))
+	}
+	if !slices.Equal(hide, []string{tagged}) {
+		t.Fatalf("guardMarkers found %q, want %s", hide, tagged)
+	}
+	c := newCopy(t, Options{Hide: hide})
+	if !slices.Contains(c.Seeded, tagged) {
+		t.Errorf("Seeded %v lacks %s", c.Seeded, tagged)
+	}
+	s := run(t, c, "cat "+other+"; cat "+tagged+"; ls "+filepath.Dir(tagged))
+	if s.stdout != "[externally-managed]\n" || !strings.Contains(s.stderr, tagged+": No such file or directory") {
+		t.Errorf("in the copy: stdout %q, stderr %q", s.stdout, s.stderr)
+	}
+	if data, err := os.ReadFile(tagged); err != nil || !strings.HasPrefix(string(data), GuardTag) {
+		t.Errorf("the real marker: %q, %v", data, err)
+	}
+}
+
 // The copy has a policy-rc.d that refuses to start services, and cannot
 // see the state directories.
 func TestSeeded(t *testing.T) {

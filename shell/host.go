@@ -42,22 +42,6 @@ func (r *run) hostURL() string {
 	return u
 }
 
-// inHostCopy reports whether the host told this VM that it is a copy
-// running a machine step (WHO_YOU_ARE, kept by undoctl agent, which runs
-// as root). A file anyone but root could have written is not believed:
-// it would turn protection off.
-func (r *run) inHostCopy() bool {
-	if r.stateDir == "" {
-		return false
-	}
-	var st syscall.Stat_t
-	if syscall.Stat(guest.Path(r.stateDir), &st) != nil || st.Uid != 0 || st.Mode&0o022 != 0 {
-		return false
-	}
-	w, ok := guest.Read(r.stateDir)
-	return ok && w.Role == hostlink.RoleCopy
-}
-
 // hostAbsent reports whether err means this machine has no way to reach
 // a host at all (no vsock device), which is not worth a note.
 func hostAbsent(err error) bool {
@@ -103,7 +87,10 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	}
 	verify := r.machineVerify()
 	rec.Verify = verify
-	env := r.stepEnv(step.ID)
+	// pip's guard, a PEP 668 marker on the VM's disk (docs/guards.md),
+	// lets the step through in the copy: the host's fork is its machine
+	// step.
+	env := append(r.stepEnv(step.ID), "PIP_BREAK_SYSTEM_PACKAGES=1")
 	req := hostlink.ForkRun{
 		// Unique to this step on this machine: a retry of the same request
 		// after a dropped connection is the same operation.

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -48,14 +47,6 @@ func outerStep(getenv func(string) string) (outer, bool) {
 		pid = parentOf(proc)
 	}
 	return outer{}, false
-}
-
-// inCopy reports whether this process runs in a copy of the machine made
-// by the local fork engine, whose pid 1 is the engine's init: a command
-// there is part of the machine step that made the copy.
-func inCopy() bool {
-	data, err := os.ReadFile("/proc/1/cmdline")
-	return err == nil && string(data) == fork.InitName+"\x00"
 }
 
 // parentOf reads the parent pid from proc/stat (0 when unknown).

@@ -17,6 +17,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -55,7 +56,7 @@ func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
 		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
 	out, nested := outerStep(r.e.Getenv)
-	if !nested && (inCopy() || r.inHostCopy()) {
+	if !nested && (where.InCopy("") || where.InHostCopy(r.stateDir)) {
 		// Inside a machine step's copy (the local engine's, or a fork of
 		// the VM the host made): the copy is the protection.
 		out, nested = outer{class: policy.Fork, pid: 1}, true

@@ -14,13 +14,19 @@ import (
 )
 
 var installUsage = map[string]string{
-	"install": `usage: undoctl install [--root DIR] [--undosh PATH] [--fast PATH | --no-fast] [--user NAME] [--sh]
+	"install": `usage: undoctl install [--root DIR] [--undosh PATH] [--fast PATH | --no-fast] [--user NAME] [--sh] [--guards | --no-guards]
 
 Make undosh the shell: the real bash moves to /usr/lib/undosh/real/bash
 (a dpkg diversion where dpkg is installed, so bash upgrades land there),
 and /bin/bash and /usr/bin/bash become links to /usr/lib/undosh/undosh-fast,
 a small C front end that runs the real bash for plainly read-only steps and
 /usr/lib/undosh/undosh for the rest (with --no-fast, links to undosh itself).
+It also guards the actors that change the machine, so that a dpkg -i
+buried in a script is refused outside a machine step (docs/guards.md):
+/etc/dpkg/dpkg.cfg.d/undosh-guard makes dpkg run /usr/lib/undosh/undosh-guard
+first, and a PEP 668 marker (EXTERNALLY-MANAGED) in each system Python's
+standard library makes pip refuse to install into system paths; a copy of
+the machine does not see the marker. npm has no hook to guard.
 Every change is recorded in /etc/undosh/install.json for undoctl uninstall.
 Run again, it updates the binaries and adds what is asked for.
 
@@ -31,13 +37,17 @@ Run again, it updates the binaries and adds what is asked for.
   --no-fast      no front end: bash is undosh itself (removes an installed one)
   --user NAME    make undosh (/bin/bash) the login shell of NAME
   --sh           take over /bin/sh too; the real sh goes to /usr/lib/undosh/real/sh
+  --no-guards    no guards at dpkg and pip (removes installed ones; later runs
+                 keep them off)
+  --guards       put the guards back after --no-guards
 `,
 	"uninstall": `usage: undoctl uninstall [--root DIR]
 
 Put back everything undoctl install changed, newest change first, from
-/etc/undosh/install.json: the real shells, the diversions, login shells,
-/etc/shells and /etc/undosh/shells; then remove /usr/lib/undosh (undosh
-and undosh-fast).
+/etc/undosh/install.json: the guards (a PEP 668 marker that was there
+before comes back byte for byte), the real shells, the diversions, login
+shells, /etc/shells and /etc/undosh/shells; then remove /usr/lib/undosh
+(undosh and undosh-fast).
 
   --root DIR     act on the tree at DIR instead of /
 `,
@@ -82,6 +92,8 @@ func installCmd(name string, args []string, io stdio, getenv func(string) string
 		fs.BoolVar(&o.NoFast, "no-fast", false, "no front end")
 		fs.StringVar(&o.User, "user", "", "the user whose login shell becomes undosh")
 		fs.BoolVar(&o.Sh, "sh", false, "take over /bin/sh too")
+		fs.BoolVar(&o.Guards, "guards", false, "put the guards back")
+		fs.BoolVar(&o.NoGuards, "no-guards", false, "no guards")
 	case "doctor":
 		fs.StringVar(&do.User, "user", "", "the user to check")
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
@@ -95,6 +107,8 @@ func installCmd(name string, args []string, io stdio, getenv func(string) string
 		err = &exit.UsageError{Msg: fmt.Sprintf("%s takes no arguments, only flags (got %q)", name, ops[0])}
 	case o.Fast != "" && o.NoFast:
 		err = &exit.UsageError{Msg: "--fast and --no-fast together: give one"}
+	case o.Guards && o.NoGuards:
+		err = &exit.UsageError{Msg: "--guards and --no-guards together: give one"}
 	}
 	if err != nil {
 		fmt.Fprint(io.err, installUsage[name])
@@ -243,6 +257,13 @@ func printReport(w io.Writer, rep install.Report) {
 	}
 	for _, d := range rep.Diversions {
 		line("diversion", "%s -> %s (%s)", d.Path, d.To, d.By)
+	}
+	for _, g := range rep.Guards {
+		k := "guard " + g.Actor
+		if g.Actor == "" {
+			k = "guards"
+		}
+		line(k, "%s", g.Is)
 	}
 	for _, r := range rep.Real {
 		if r.Path == "" {

@@ -29,6 +29,9 @@ machine steps (the local fork engine: root, overlayfs, namespaces):
                        run CMD in a copy of the machine with the network
                        cut off; commit it only if CMD and verify pass
   try [--json] -- CMD… run CMD in a copy, print what it changed, discard it
+  guard dpkg|pip|npm [-- CMD…]
+                       exit 0 inside a machine step, else refuse (126): the
+                       check dpkg's hook runs (docs/guards.md)
 
 steps (the journal of what undosh ran):
   log                  list the steps: id, time, class, exit, outcome,
@@ -67,9 +70,11 @@ checkpoints:
   status               the workspace, the store, and what is left out
 
 installation:
-  install [--undosh PATH] [--fast PATH | --no-fast] [--user NAME] [--sh] [--root DIR]
+  install [--undosh PATH] [--fast PATH | --no-fast] [--user NAME] [--sh]
+          [--guards | --no-guards] [--root DIR]
                        make undosh the agent's bash, through its fast front
-                       end undosh-fast (and login shell, and sh)
+                       end undosh-fast (and login shell, and sh); guard dpkg
+                       and pip against machine changes outside a machine step
   uninstall [--root DIR]
                        put everything back
   doctor [--root DIR] [--user NAME] [--json]
@@ -92,6 +97,9 @@ common flags (and --json for commands whose output is data):
 var version = "devel"
 
 func run(args []string, io stdio, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == "guard" {
+		return guardCmd(args[1:], io, getenv)
+	}
 	if len(args) > 0 && (args[0] == "run" || args[0] == "try") {
 		// These pass on the status of the command they ran.
 		code, err := runCmd(args[0], args[1:], io, getenv)

@@ -9,7 +9,9 @@
 // classifier that undosh-fast (front/) asks; with argv[0]
 // "undosh-fork-init", pid 1 of a copy of the machine (fork/); with argv[0]
 // "undosh-enforce", the step's shell under its class's isolation
-// (internal/enforce, whose C constructor does the work before main).
+// (internal/enforce, whose C constructor does the work before main); with
+// argv[0] "undosh-guard", the guard dpkg's pre-invoke hook runs
+// (internal/guard).
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/enforce"
+	"github.com/undosh/undosh/internal/guard"
 	"github.com/undosh/undosh/internal/procstate"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/shell"
@@ -36,6 +39,10 @@ func main() {
 	case fork.InitName:
 		// pid 1 of a copy of the machine (fork.Copy.Run re-executes undosh).
 		os.Exit(fork.Init())
+	case guard.Name:
+		// dpkg's pre-invoke hook (/usr/lib/undosh/undosh-guard, a link
+		// to undosh): refuse outside a machine step.
+		os.Exit(guard.Main(os.Args[1:], os.Stderr, os.Getenv))
 	}
 	procstate.Ignore()
 	os.Exit(shell.Main(&shell.Env{

@@ -24,7 +24,16 @@
 //     link to undosh, which passes sh through to the real sh);
 //   - writes /etc/undosh/shells, the file that names the real shells;
 //   - with Options.User, sets that user's login shell to /bin/bash in
-//     /etc/passwd (adding it to /etc/shells if needed).
+//     /etc/passwd (adding it to /etc/shells if needed);
+//   - unless Options.NoGuards (or a record that says so), puts the guards
+//     at the actors in place (internal/guard, docs/guards.md): where the
+//     root has dpkg, /usr/lib/undosh/undosh-guard (a link to undosh) and
+//     the dpkg configuration fragment whose pre-invoke hook runs it; in
+//     the standard library of each system Python, a PEP 668 marker whose
+//     first line is fork.GuardTag, so that the fork engine hides it in
+//     copies. The marker may replace a distribution's own, which is
+//     recorded and put back byte for byte; if a package upgrade replaced
+//     the guard in the meantime, the package's marker is kept.
 //
 // The real shell is moved without a moment where its name is missing: it
 // is first linked at its new place, and its old name is then replaced by
@@ -51,7 +60,8 @@
 //
 // [Doctor] changes nothing: it reports the record, the front end, the
 // shell paths (undosh directly or through the front end), the
-// diversions, the real shells undosh will find (never undosh or the front
+// diversions, the guards (and what defeats them: a hook or marker gone,
+// no way to run a machine step here, unattended-upgrades), the real shells undosh will find (never undosh or the front
 // end), a login shell, the policy in force, the state directory, whether
 // a classifier serves it, and what undosh does with a file-changing and a
 // machine-changing command, with a list of problems and their fixes. It

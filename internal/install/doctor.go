@@ -52,6 +52,7 @@ type Report struct {
 	Fast          FastInfo       `json:"fast"`
 	Paths         []PathInfo     `json:"paths"`
 	Diversions    []Diversion    `json:"diversions"`
+	Guards        []GuardInfo    `json:"guards"`
 	Real          []RealShell    `json:"real_shells"`
 	Login         *User          `json:"login,omitempty"`
 	LoginIsUndosh bool           `json:"login_is_undosh"`
@@ -105,6 +106,19 @@ type Diversion struct {
 	Path string `json:"path"`
 	To   string `json:"to"`
 	By   string `json:"by"`
+}
+
+// GuardInfo is one guard at an actor (docs/guards.md).
+type GuardInfo struct {
+	// Actor is "dpkg", "pip" or "npm"; "" stands for all of them, when
+	// install --no-guards turned them off.
+	Actor string `json:"actor"`
+	// Path is the hook or marker.
+	Path string `json:"path,omitempty"`
+	// On reports that the guard is in place.
+	On bool `json:"on"`
+	// Is says what is there, for the report.
+	Is string `json:"is"`
 }
 
 // RealShell is the shell undosh runs for a personality, found the way
@@ -200,7 +214,7 @@ func Doctor(o DoctorOptions) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	d := &doctor{r: r, o: o, rep: &Report{Root: r.dir, Paths: []PathInfo{}, Diversions: []Diversion{}, Problems: []Problem{}}}
+	d := &doctor{r: r, o: o, rep: &Report{Root: r.dir, Paths: []PathInfo{}, Diversions: []Diversion{}, Guards: []GuardInfo{}, Problems: []Problem{}}}
 	rec := d.record()
 	d.binary()
 	d.fast(rec)
@@ -209,6 +223,7 @@ func Doctor(o DoctorOptions) (Report, error) {
 	d.realShells()
 	d.login(rec)
 	p := d.policy()
+	d.guards(rec, p)
 	d.state()
 	d.classifier()
 	d.examples(p)

@@ -27,12 +27,16 @@ const (
 	// which the shells link to when it is installed: it finds undosh
 	// next to itself.
 	FastBinary = LibDir + "/undosh-fast"
-	RealDir    = LibDir + "/real"
-	RealBash   = RealDir + "/bash"
-	RealSh     = RealDir + "/sh"
-	ConfigDir  = "/etc/undosh"
-	ConfigFile = ConfigDir + "/shells"
-	RecordFile = ConfigDir + "/install.json"
+	// GuardBinary is the guard's entry point, a link to undosh, which
+	// dispatches that name to the guard (internal/guard): dpkg's
+	// pre-invoke hook runs it.
+	GuardBinary = LibDir + "/undosh-guard"
+	RealDir     = LibDir + "/real"
+	RealBash    = RealDir + "/bash"
+	RealSh      = RealDir + "/sh"
+	ConfigDir   = "/etc/undosh"
+	ConfigFile  = ConfigDir + "/shells"
+	RecordFile  = ConfigDir + "/install.json"
 	// LoginShell is the login shell --user sets: /bin/bash, which is
 	// undosh once installed, so $BASH and argv[0] stay what bash users
 	// expect.
@@ -63,6 +67,11 @@ type Options struct {
 	User string
 	// Sh takes over /bin/sh too.
 	Sh bool
+	// NoGuards removes the guards at the actors (dpkg, pip), and keeps
+	// them off in later runs; Guards puts them back. With neither, a
+	// first install puts them in place and a later run keeps what the
+	// record says.
+	NoGuards, Guards bool
 	// Log gets one line per change; nil discards them.
 	Log io.Writer
 }
@@ -129,6 +138,9 @@ type Action struct {
 	Mode os.FileMode `json:"mode,omitempty"`
 	// Newline reports that a newline was added before a line.
 	Newline bool `json:"newline,omitempty"`
+	// Guard is "dpkg" or "pip" for the changes that put a guard in
+	// place: install --no-guards undoes them.
+	Guard string `json:"guard,omitempty"`
 }
 
 // The operations of actions. A link "to undosh" (opTakeover, and opLink
@@ -143,6 +155,10 @@ const (
 	opLink     = "symlink"     // made Path a link to Target (Old: the link before)
 	opLine     = "append-line" // appended the line Target to Path
 	opShell    = "login-shell" // set User's login shell to Target (Old: before)
+	// opGuardFile wrote a guard into a file a package may own (a PEP 668
+	// marker; Data: what it held). It is undone only while the file is
+	// still the guard: a package upgrade that replaced it wins.
+	opGuardFile = "guard-file"
 )
 
 // Record is everything an install did, in order: uninstall undoes it in
@@ -154,8 +170,11 @@ type Record struct {
 	Time     time.Time `json:"time"`
 	Undosh   string    `json:"undosh_sha256"`
 	// Fast is the sha256 of the installed front end, "" for none.
-	Fast    string   `json:"undosh_fast_sha256,omitempty"`
-	Actions []Action `json:"actions"`
+	Fast string `json:"undosh_fast_sha256,omitempty"`
+	// NoGuards records install --no-guards: later runs put no guards
+	// in place until install --guards.
+	NoGuards bool     `json:"no_guards,omitempty"`
+	Actions  []Action `json:"actions"`
 }
 
 // LoadRecord reads the install record of root; it returns nil, nil when
@@ -306,6 +325,9 @@ func Install(o Options) (Result, error) {
 		return res, &Error{Msg: "a front end to install and none at once",
 			Fix: "give either --fast PATH or --no-fast"}
 	}
+	if o.Guards && o.NoGuards {
+		return res, &Error{Msg: "guards and no guards at once", Fix: "give either --guards or --no-guards"}
+	}
 	// The front end first: a refusal of a binary named by default is
 	// more useful than one about undosh.
 	var fast []byte
@@ -339,7 +361,7 @@ func Install(o Options) (Result, error) {
 	// Everything that can refuse is decided before the first change.
 	var bash, sh *plan
 	if rec == nil {
-		in.rec = &Record{Version: 1}
+		in.rec = &Record{Version: 1, NoGuards: o.NoGuards}
 		if bash, err = in.plan("bash", BashPaths, RealBash, nil); err != nil {
 			return res, err
 		}
@@ -405,6 +427,9 @@ func Install(o Options) (Result, error) {
 		return res, err
 	}
 	if err := in.writeConfig(); err != nil {
+		return res, err
+	}
+	if err := in.guards(o); err != nil {
 		return res, err
 	}
 	if user != nil {
@@ -718,7 +743,10 @@ func (r fsRoot) hop(p string) string {
 }
 
 // mkdirs creates p and its missing parents, recording each.
-func (in *installer) mkdirs(p string) error {
+func (in *installer) mkdirs(p string) error { return in.mkdirsFor(p, "") }
+
+// mkdirsFor is mkdirs for a guard: the directories go with it.
+func (in *installer) mkdirsFor(p, guard string) error {
 	q, err := in.r.resolve(p, true)
 	if err != nil {
 		return err
@@ -737,7 +765,7 @@ func (in *installer) mkdirs(p string) error {
 			return err
 		}
 		dir := cur
-		if err := in.step(Action{Op: opDir, Path: dir}, func() error {
+		if err := in.step(Action{Op: opDir, Path: dir, Guard: guard}, func() error {
 			if err := os.Mkdir(in.r.host(dir), 0o755); err != nil {
 				return err
 			}
@@ -753,6 +781,13 @@ func (in *installer) mkdirs(p string) error {
 // record already has p (a later run rewriting its own file).
 // It reports whether it wrote.
 func (in *installer) writeFile(p string, data []byte, mode os.FileMode) (bool, error) {
+	return in.writeFileAs(Action{Op: opFile, Path: p}, data, mode)
+}
+
+// writeFileAs is writeFile with the action to record: its Op and Path,
+// and Guard.
+func (in *installer) writeFileAs(a Action, data []byte, mode os.FileMode) (bool, error) {
+	p := a.Path
 	h, err := in.r.target(p)
 	if err != nil {
 		return false, err
@@ -762,13 +797,12 @@ func (in *installer) writeFile(p string, data []byte, mode os.FileMode) (bool, e
 		return false, nil
 	}
 	write := func() error { return atomicfile.Write(h, data, mode) }
-	if in.has(func(a Action) bool { return a.Op == opFile && a.Path == p }) {
+	if in.has(func(b Action) bool { return b.Op == a.Op && b.Path == p }) {
 		if err := in.begin(); err != nil {
 			return false, err
 		}
 		return true, write()
 	}
-	a := Action{Op: opFile, Path: p}
 	if err == nil {
 		st, serr := os.Stat(h)
 		if serr != nil {

@@ -121,6 +121,8 @@ func (in *installer) undo(a Action) error {
 		}
 		in.say("removed %s", a.Path)
 		return nil
+	case opGuardFile:
+		return in.undoGuardFile(a, h)
 	case opTakeover:
 		return in.undoTakeover(a, h)
 	case opDivert:
