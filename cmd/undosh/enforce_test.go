@@ -23,15 +23,18 @@ func needEnforcement(t *testing.T) {
 // directory and HOME, and a git workspace holding one committed file.
 func enforceEnv(t *testing.T) (env []string, ws string) {
 	t.Helper()
-	// Not under /tmp: the policy's scratch paths stay writable for every
-	// step, and a workspace inside one would be too.
-	home := os.Getenv("HOME")
-	if home == "" || home == "/" {
-		t.Skip("enforcement tests make their workspace in $HOME, outside the scratch paths; HOME is not set")
-	}
-	ws, err := os.MkdirTemp(home, ".undosh-enforce-test-")
+	// Not under /tmp, a scratch path every step may write, nor under a
+	// path the policy calls the system's (/root): /home, else $HOME.
+	var err error
+	ws, err = os.MkdirTemp("/home", "undosh-enforce-test-")
 	if err != nil {
-		t.Skipf("cannot make a workspace outside the scratch paths: %v", err)
+		home := os.Getenv("HOME")
+		if home == "" || home == "/" {
+			t.Skip("enforcement tests need a workspace outside the scratch paths: /home is not writable and HOME is not set")
+		}
+		if ws, err = os.MkdirTemp(home, "undosh-enforce-test-"); err != nil {
+			t.Skipf("cannot make a workspace outside the scratch paths: %v", err)
+		}
 	}
 	t.Cleanup(func() { os.RemoveAll(ws) })
 	env = append(os.Environ(), "UNDOSH_STATE_DIR="+t.TempDir(), "HOME="+t.TempDir(), "UNDOSH_POLICY=-",
