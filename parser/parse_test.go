@@ -1318,3 +1318,14 @@ func TestParseTerminal(t *testing.T) {
 		}
 	}
 }
+
+// A program named by path whose handler hands it on (python -m) left an
+// empty argv that the path-qualified check then read: a panic.
+func TestParsePathInterpreterModule(t *testing.T) {
+	for _, src := range []string{".venv/bin/python -m unittest", "/usr/bin/python3 -m venv x", "./python -m pip --version"} {
+		f := parser.Parse(src, parser.Options{Cwd: "/w", ReadFile: func(string) ([]byte, error) { return []byte("#!/bin/sh\n"), nil }})
+		if len(f.Commands) == 0 {
+			t.Errorf("%q: no commands", src)
+		}
+	}
+}

@@ -107,7 +107,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 			w.knownWrites(c, ws)
 		}
 	}
-	if strings.Contains(name, "/") && c.Script == "" {
+	// A handler may have handed the command on (python -m MODULE) and
+	// left it with no argv.
+	if len(c.Argv) > 0 && strings.Contains(name, "/") && c.Script == "" {
 		w.execPath(s, c)
 	}
 }

@@ -23,10 +23,17 @@ func FuzzClassify(f *testing.F) {
 	}
 	p := policy.Default()
 	opts := ExampleOptions(p)
+	// The same with every named script readable, so that the code that
+	// reads scripts (path-qualified programs, bash x.sh) is fuzzed too.
+	withFiles := opts
+	withFiles.ReadFile = func(string) ([]byte, error) { return []byte("#!/bin/sh\necho x > out\n"), nil }
+	withFiles.NoScripts = false
+	f.Add(".venv/bin/python -m unittest")
 	f.Fuzz(func(t *testing.T, src string) {
 		if len(src) > 4096 {
 			return
 		}
+		Decide(src, withFiles)
 		res := Decide(src, opts)
 		if res.Facts.Err != nil && res.Decision.Class != p.UnknownCode && res.Decision.Class < p.UnknownCode {
 			t.Fatalf("%q does not parse but got class %s", src, res.Decision.Class)
