@@ -28,11 +28,22 @@ func (r *run) enforcing() bool {
 	return r.pol != nil && r.pol.Enforce
 }
 
+// scratchTools names the program whose cache each default scratch path
+// under $HOME is: undosh makes the cache, empty, before an enforced step
+// when the program is installed and the cache is not there yet, so that
+// the program can fill it (its first use would otherwise be stopped
+// making it in a home directory the step may not write). ~/.cache, the
+// XDG cache of many programs, is always made; a scratch path of the
+// user's own when its parent exists.
+var scratchTools = map[string]string{
+	"~/.npm": "npm", "~/.yarn/berry/cache": "yarn", "~/.local/share/pnpm/store": "pnpm",
+	"~/.cargo/registry": "cargo", "~/.cargo/git": "cargo", "~/go/pkg": "go",
+	"~/.gradle/caches": "gradle", "~/.m2/repository": "mvn", "~/.bun/install/cache": "bun", "~/.deno": "deno",
+}
+
 // writable is what a step of class c may write under enforcement: its
-// workspace roots (git), the policy's scratch paths and undosh's state
-// directory (a nested undosh journals there). Scratch paths under $HOME
-// that do not exist yet are made, empty, so that a cache a tool makes on
-// first use (~/.cache/go-build) can be.
+// workspace roots (git), the policy's scratch paths (see [scratchTools])
+// and undosh's state directory (a nested undosh journals there).
 func (r *run) writable(c policy.Class) []string {
 	var out []string
 	if c == policy.Git {
@@ -44,10 +55,11 @@ func (r *run) writable(c policy.Class) []string {
 			if home == "" || home == "/" {
 				continue
 			}
-			s = filepath.Join(home, rest)
-			if _, err := os.Lstat(s); errors.Is(err, os.ErrNotExist) {
-				_ = os.MkdirAll(s, 0o755) // Best effort: without it, the cache is blocked.
+			p := filepath.Join(home, rest)
+			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) && r.makeScratch(s, p) {
+				_ = os.MkdirAll(p, 0o755) // Best effort: without it, the cache is blocked.
 			}
+			s = p
 		}
 		out = append(out, s)
 	}
@@ -63,6 +75,34 @@ func (r *run) writable(c policy.Class) []string {
 		}
 	}
 	return kept
+}
+
+// makeScratch reports whether the missing scratch path p (spelt s in the
+// policy) should be made before an enforced step.
+func (r *run) makeScratch(s, p string) bool {
+	if s == "~/.cache" {
+		return true
+	}
+	if tool, ok := scratchTools[s]; ok {
+		_, err := lookPath(tool, r.e.Getenv("PATH"))
+		return err == nil
+	}
+	_, err := os.Stat(filepath.Dir(p))
+	return err == nil
+}
+
+// lookPath finds program on path, as the step's shell would.
+func lookPath(program, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, program)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", os.ErrNotExist
 }
 
 // enforced is a step's shell started under its class's isolation.
