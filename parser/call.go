@@ -89,6 +89,26 @@ func (w *walker) decl(s *syntax.Stmt, d *syntax.DeclClause) {
 	if variant == "nameref" {
 		w.shared.unroll.namerefs = true
 	}
+	exporting := variant == "export"
+	for _, a := range d.Args {
+		if a.Naked && a.Name == nil {
+			for _, arg := range w.word(a.Value) {
+				if !arg.Dynamic && strings.HasPrefix(arg.Value, "-") && strings.Contains(arg.Value, "x") {
+					exporting = true // declare -x
+				}
+			}
+		}
+	}
+	defer func() {
+		if !exporting {
+			return
+		}
+		for _, a := range d.Args {
+			if a.Name != nil {
+				w.export(a.Name.Value)
+			}
+		}
+	}()
 	for _, a := range d.Args {
 		switch {
 		case a.Naked && a.Name == nil:
@@ -546,9 +566,11 @@ func bExport(w *walker, s *syntax.Stmt, c *Command) {
 			w.unknownAt(c.Pos, "export of a non-literal", a.Value)
 			continue
 		}
-		if name, val, ok := strings.Cut(a.Value, "="); ok {
+		name, val, ok := strings.Cut(a.Value, "=")
+		if ok {
 			w.setVar(name, val, true)
 		}
+		w.export(name)
 	}
 }
 

@@ -129,9 +129,11 @@ type state struct {
 	args []string
 	// links maps symlinks created by the source (ln -s) to their targets.
 	links map[string]string
-	// private marks the variables whose value a for loop gave them. The
-	// loop does not export them, so other processes do not see them.
+	// private marks the variables the source set without exporting them
+	// (a for loop's too): other processes do not see them.
 	private map[string]bool
+	// exported marks the variables the source exported.
+	exported map[string]bool
 }
 
 func (s *state) clone() *state {
@@ -141,6 +143,7 @@ func (s *state) clone() *state {
 	c.dirs = append([]string(nil), s.dirs...)
 	c.links = maps.Clone(s.links)
 	c.private = maps.Clone(s.private)
+	c.exported = maps.Clone(s.exported)
 	return &c
 }
 
@@ -197,7 +200,17 @@ func (w *walker) lookup(name string) (string, bool) {
 
 func (w *walker) setVar(name, value string, known bool) {
 	w.noteAssign(name)
-	delete(w.st.private, name)
+	// A variable the source sets is the shell's own, unseen by the
+	// programs it starts, until it is exported (or came from the
+	// environment).
+	if w.st.exported[name] || w.inEnv(name) {
+		delete(w.st.private, name)
+	} else {
+		if w.st.private == nil {
+			w.st.private = map[string]bool{}
+		}
+		w.st.private[name] = true
+	}
 	if known {
 		w.st.vars[name] = value
 		delete(w.st.unknown, name)
@@ -211,6 +224,22 @@ func (w *walker) setVar(name, value string, known bool) {
 	if shadowVars[name] || strings.HasPrefix(name, "GIT_") && gitProgramVar(name) {
 		w.st.shadow = true
 	}
+}
+
+// inEnv reports whether name came in the environment the source starts
+// with, where every variable is exported.
+func (w *walker) inEnv(name string) bool {
+	_, ok := w.opts.Env[name]
+	return ok
+}
+
+// export marks name as exported: the programs the source starts see it.
+func (w *walker) export(name string) {
+	if w.st.exported == nil {
+		w.st.exported = map[string]bool{}
+	}
+	w.st.exported[name] = true
+	delete(w.st.private, name)
 }
 
 // shadowVars are variables that change which program a name runs, or that

@@ -3,6 +3,7 @@ package parser_test
 import (
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -1326,6 +1327,43 @@ func TestParsePathInterpreterModule(t *testing.T) {
 		f := parser.Parse(src, parser.Options{Cwd: "/w", ReadFile: func(string) ([]byte, error) { return []byte("#!/bin/sh\n"), nil }})
 		if len(f.Commands) == 0 {
 			t.Errorf("%q: no commands", src)
+		}
+	}
+}
+
+// A variable the source sets without exporting it is not seen by the
+// programs it starts: `x=a; bash -c 'rm -rf /$x'` removes /, not /a.
+func TestParseUnexportedVariable(t *testing.T) {
+	for _, tt := range []struct {
+		src     string
+		write   string // the write reported, or "" for an unresolved one
+		unknown bool
+	}{
+		{`x=a; bash -c 'rm -rf /w/$x'`, "", true},
+		{`export x=a; bash -c 'rm -rf /w/$x'`, "/w/a", false},
+		{`x=a; export x; bash -c 'rm -rf /w/$x'`, "/w/a", false},
+		{`declare -x x=a; bash -c 'rm -rf /w/$x'`, "/w/a", false},
+		{`x=a; rm -rf /w/$x`, "/w/a", false},
+		{`x=a; eval 'rm -rf /w/$x'`, "/w/a", false},
+		{`HOME=/w/h; bash -c 'rm -rf $HOME/x'`, "/w/h/x", false},
+	} {
+		f := parser.Parse(tt.src, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/root"}})
+		var writes []string
+		unresolved := false
+		for _, c := range f.Commands {
+			for _, wr := range c.Writes {
+				if wr.Resolved {
+					writes = append(writes, wr.Path)
+				} else {
+					unresolved = true
+				}
+			}
+		}
+		if tt.write != "" && !slices.Contains(writes, tt.write) {
+			t.Errorf("%s: writes %v, want %s", tt.src, writes, tt.write)
+		}
+		if tt.write == "" && (len(writes) > 0 || !unresolved && len(f.Unknown) == 0) {
+			t.Errorf("%s: writes %v (unresolved %v, unknown %v), want it unresolved", tt.src, writes, unresolved, f.Unknown)
 		}
 	}
 }
