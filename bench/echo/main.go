@@ -54,6 +54,8 @@ import (
 	"time"
 
 	creackpty "github.com/creack/pty"
+
+	"github.com/undosh/undosh/bench/internal/stats"
 )
 
 const (
@@ -143,13 +145,13 @@ func run(o options) error {
 	}
 
 	fmt.Printf("%s, %d CPUs, load %s; %d echo rounds and %d lines after %d warm-up each, order rotated each round\n",
-		time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), loadavg(), o.rounds, o.lines, o.warmup)
+		time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), stats.Loadavg(), o.rounds, o.lines, o.warmup)
 	for _, s := range sessions {
 		fmt.Printf("  %-10s %s: %s; erase echo %q\n", s.name, strings.Join(s.argv, " "), s.processes(), s.erase)
 	}
 
 	for r := -o.warmup; r < o.rounds; r++ {
-		for pos, s := range order(sessions, r+o.warmup) {
+		for pos, s := range stats.Order(sessions, r+o.warmup) {
 			d, err := s.key(byte('a' + (r+o.warmup)%26))
 			if err != nil {
 				return err
@@ -163,7 +165,7 @@ func run(o options) error {
 		}
 	}
 	for r := -o.warmup; r < o.lines; r++ {
-		for pos, s := range order(sessions, r+o.warmup) {
+		for pos, s := range stats.Order(sessions, r+o.warmup) {
 			d, err := s.line("true\r")
 			if err != nil {
 				return err
@@ -176,7 +178,7 @@ func run(o options) error {
 			}
 		}
 	}
-	fmt.Printf("load at the end %s\n", loadavg())
+	fmt.Printf("load at the end %s\n", stats.Loadavg())
 	for _, s := range sessions {
 		if s.odd > 0 {
 			fmt.Printf("  %s: %d waits saw output besides the echo, first: %q\n", s.name, s.odd, s.oddFirst)
@@ -203,7 +205,7 @@ func report(title string, sessions []*session, get func(*session) []float64, tar
 	for _, s := range sessions {
 		v := get(s)
 		fmt.Printf("%-32s %9.1f %9.1f %9.1f %9.1f\n", s.name,
-			quantile(v, .5), quantile(v, .25), quantile(v, .75), quantile(v, 0))
+			stats.Quantile(v, .5), stats.Quantile(v, .25), stats.Quantile(v, .75), stats.Quantile(v, 0))
 	}
 	if len(sessions) < 2 {
 		return
@@ -216,9 +218,9 @@ func report(title string, sessions []*session, get func(*session) []float64, tar
 		for i := range per {
 			per[i] = a[i] - b[i]
 		}
-		diff := quantile(a, .5) - quantile(b, .5)
+		diff := stats.Quantile(a, .5) - stats.Quantile(b, .5)
 		line := fmt.Sprintf("%-32s %10.1f %16.1f %9.1f %9.1f %10.3f", s.name+" - "+base.name,
-			diff, quantile(per, .5), quantile(per, .25), quantile(per, .75), quantile(a, .5)/quantile(b, .5))
+			diff, stats.Quantile(per, .5), stats.Quantile(per, .25), stats.Quantile(per, .75), stats.Quantile(a, .5)/stats.Quantile(b, .5))
 		if target > 0 {
 			verdict := "met"
 			if diff > us(target) {
@@ -539,45 +541,4 @@ func (s *session) processes() string {
 	return fmt.Sprintf("pid %d runs %s, %d %s", pid, exe, n, children)
 }
 
-// order is the order of round r: rotated by r, and reversed every other
-// cycle, so that each shell runs in each position and after each other.
-func order(sessions []*session, r int) []*session {
-	k := len(sessions)
-	out := make([]*session, 0, k)
-	for i := range k {
-		out = append(out, sessions[(r+i)%k])
-	}
-	if (r/k)%2 == 1 {
-		slices.Reverse(out)
-	}
-	return out
-}
-
-// quantile returns the q-quantile of v, interpolating between ranks.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	x := q * float64(len(s)-1)
-	i := int(x)
-	if i+1 >= len(s) {
-		return s[len(s)-1]
-	}
-	return s[i] + (x-float64(i))*(s[i+1]-s[i])
-}
-
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}

@@ -77,6 +77,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/undosh/undosh/bench/internal/stats"
 )
 
 //go:embed session.txt
@@ -787,7 +789,7 @@ func report(w io.Writer, in reportInput) {
 		}
 		fmt.Fprintf(w, "  %-6s %6d %10.1f %10.1f %8.2f %10.2f (%.2f, %.2f)\n", name, len(keep),
 			ms(medianF(wa)), ms(medianF(wb)), medianF(wb)/medianF(wa),
-			medianF(ratios), quantile(ratios, 0.25), quantile(ratios, 0.75))
+			medianF(ratios), stats.Quantile(ratios, 0.25), stats.Quantile(ratios, 0.75))
 	}
 }
 
@@ -869,35 +871,14 @@ func walls(r *sessionRun, idx []int) []float64 {
 	return v
 }
 
-func medianF(v []float64) float64 { return quantile(v, 0.5) }
-
-// quantile interpolates between the closest ranks.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	x := q * float64(len(s)-1)
-	i := int(x)
-	if i+1 >= len(s) {
-		return s[i]
-	}
-	return s[i] + (x-float64(i))*(s[i+1]-s[i])
-}
+func medianF(v []float64) float64 { return stats.Quantile(v, 0.5) }
 
 func ms(ns float64) float64 { return ns / 1e6 }
 
+// loadavg is the 1-minute load average.
 func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 1 {
-		return "?"
-	}
-	return f[0]
+	l, _, _ := strings.Cut(stats.Loadavg(), " ")
+	return l
 }
 
 func writeRaw(path string, steps []step, runs []*sessionRun) error {

@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/undosh/undosh/bench/internal/stats"
 )
 
 type command struct {
@@ -126,9 +128,9 @@ func main() {
 	}
 
 	fmt.Printf("%s, %d CPUs, load %s; %d rounds after %d warm-up, order rotated each round\n",
-		time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), loadavg(), *rounds, *warmup)
+		time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), stats.Loadavg(), *rounds, *warmup)
 	for r := -*warmup; r < *rounds; r++ {
-		for pos, c := range order(cmds, r+*warmup) {
+		for pos, c := range stats.Order(cmds, r+*warmup) {
 			res, err := b.run(c)
 			if err != nil {
 				fail(fmt.Errorf("%s: %w", c.name, err))
@@ -146,12 +148,12 @@ func main() {
 		}
 	}
 
-	fmt.Printf("load at the end %s\n\n", loadavg())
+	fmt.Printf("load at the end %s\n\n", stats.Loadavg())
 	fmt.Printf("%-14s %9s %9s %9s %9s   %9s %8s %8s\n", "wall ms", "median", "p25", "p75", "min", "cpu ms", "minflt", "rss MiB")
 	for _, c := range cmds {
 		fmt.Printf("%-14s %9.2f %9.2f %9.2f %9.2f   %9.2f %8.0f %8.1f\n", c.name,
-			quantile(c.wall, .5), quantile(c.wall, .25), quantile(c.wall, .75), quantile(c.wall, 0),
-			quantile(c.cpu, .5), quantile(c.minflt, .5), quantile(c.maxrss, .5)/1024)
+			stats.Quantile(c.wall, .5), stats.Quantile(c.wall, .25), stats.Quantile(c.wall, .75), stats.Quantile(c.wall, 0),
+			stats.Quantile(c.cpu, .5), stats.Quantile(c.minflt, .5), stats.Quantile(c.maxrss, .5)/1024)
 	}
 	if len(rs) == 0 {
 		return
@@ -164,11 +166,11 @@ func main() {
 			per[i] = a.wall[i] / b.wall[i]
 		}
 		line := fmt.Sprintf("%-24s %10.3f %16.3f %9.3f %9.3f %9.3f", r.a+" / "+r.b,
-			quantile(a.wall, .5)/quantile(b.wall, .5), quantile(per, .5), quantile(per, .25), quantile(per, .75),
-			quantile(a.cpu, .5)/quantile(b.cpu, .5))
+			stats.Quantile(a.wall, .5)/stats.Quantile(b.wall, .5), stats.Quantile(per, .5), stats.Quantile(per, .25), stats.Quantile(per, .75),
+			stats.Quantile(a.cpu, .5)/stats.Quantile(b.cpu, .5))
 		if r.target > 0 {
 			verdict := "met"
-			if quantile(a.wall, .5)/quantile(b.wall, .5) > r.target {
+			if stats.Quantile(a.wall, .5)/stats.Quantile(b.wall, .5) > r.target {
 				verdict = "MISSED"
 			}
 			line += fmt.Sprintf("   target <= %g: %s", r.target, verdict)
@@ -220,20 +222,6 @@ func parseRatio(s string, byName map[string]*command) (ratio, error) {
 		r.target = t
 	}
 	return r, nil
-}
-
-// order is the order of round r: rotated by r, and reversed every other
-// cycle, so that each command runs in each position and after each other.
-func order(cmds []*command, r int) []*command {
-	k := len(cmds)
-	out := make([]*command, 0, k)
-	for i := range k {
-		out = append(out, cmds[(r+i)%k])
-	}
-	if (r/k)%2 == 1 {
-		slices.Reverse(out)
-	}
-	return out
 }
 
 type bench struct {
@@ -308,34 +296,7 @@ func (b *bench) run(c *command) (result, error) {
 	return res, nil
 }
 
-// quantile returns the q-quantile of v, interpolating between ranks.
-func quantile(v []float64, q float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	x := q * float64(len(s)-1)
-	i := int(x)
-	if i+1 >= len(s) {
-		return s[len(s)-1]
-	}
-	return s[i] + (x-float64(i))*(s[i+1]-s[i])
-}
-
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 // cleanup removes the temporary files; fail calls it before exiting.
 var cleanup = func() {}
