@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -84,25 +85,12 @@ func (r *run) makeScratch(s, p string) bool {
 		return true
 	}
 	if tool, ok := scratchTools[s]; ok {
-		_, err := lookPath(tool, r.e.Getenv("PATH"))
+		// A one-shot step's environment is undosh's own.
+		_, err := exec.LookPath(tool)
 		return err == nil
 	}
 	_, err := os.Stat(filepath.Dir(p))
 	return err == nil
-}
-
-// lookPath finds program on path, as the step's shell would.
-func lookPath(program, path string) (string, error) {
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, program)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", os.ErrNotExist
 }
 
 // enforced is a step's shell started under its class's isolation.
@@ -247,11 +235,14 @@ func (r *run) blockedHint(en *enforced, stderr []byte) string {
 		return ""
 	}
 	needs := policy.Fork
-	if en.class == policy.None && len(r.dec.Roots) == 0 {
-		r.dec.Roots = r.workspaceRoots()
-	}
-	if en.class == policy.None && allUnder(paths, r.dec.Roots) {
-		needs = policy.Git
+	if en.class == policy.None {
+		roots := r.dec.Roots
+		if len(roots) == 0 {
+			roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
+		}
+		if allUnder(paths, roots) {
+			needs = policy.Git
+		}
 	}
 	what := "read-only (class none)"
 	if en.class == policy.Git {
@@ -272,10 +263,6 @@ func (r *run) rerunCommand() string {
 		q = append(q, shellQuote(a))
 	}
 	return strings.Join(q, " ")
-}
-
-func (r *run) workspaceRoots() []string {
-	return classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
 }
 
 func under(p string, dirs []string) bool {

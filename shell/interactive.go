@@ -535,24 +535,20 @@ func (s *session) endLine(status int) int {
 	return s.finishLocked(status)
 }
 
-func (s *session) finishLocked(status int) int {
+func (s *session) finishLocked(code int) int {
 	cur := s.cur
 	if cur == nil {
 		return 0
 	}
 	s.cur = nil
 	if cur.git != nil {
-		cur.git.finish(status2(status))
+		cur.git.finish(status{code: code}) // 128+n for a signal: a failure like any other
 		cur.git.close()
 		_ = os.WriteFile("/proc/self/comm", []byte(s.comm), 0)
 	}
 	s.settle()
 	return cur.forget
 }
-
-// status2 is a line's exit status as a [status]: the shell reports a line
-// killed by a signal as 128+n, and it is a failure like any other.
-func status2(code int) status { return status{code: code} }
 
 // lineRun is the run of one command line: the session's, with the line as
 // the command, the shell's exported variables as the environment, and
