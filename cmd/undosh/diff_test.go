@@ -896,29 +896,7 @@ func TestDiffStdinSession(t *testing.T) {
 		cmd.Dir = d.work
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + d.home, "UNDOSH_STATE_DIR=" + d.st,
 			"UNDOSH_POLICY=" + filepath.Join(d.root, "policy.yaml"), "UNDOSH_REAL_BASH=/bin/bash"}
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string)
-		go func() {
-			defer close(lines)
-			br := bufio.NewReader(out)
-			for {
-				l, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				lines <- l
-			}
-		}()
+		in, lines := startPiped(t, cmd)
 		for n, step := range steps {
 			fmt.Fprintf(in, "%s; echo end-%d\n", step, n)
 			for {

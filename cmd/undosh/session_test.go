@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -623,31 +624,9 @@ func TestSessionPipeFed(t *testing.T) {
 	cmd.Dir = ws
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "UNDOSH_STATE_DIR=" + t.TempDir(),
 		"UNDOSH_REAL_BASH=/bin/bash", "UNDOSH_POLICY=-"}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		br := bufio.NewReader(out)
-		for {
-			l, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			lines <- l
-		}
-	}()
+	in, lines := startPiped(t, cmd)
 	// Each step prints its marker last, but the third: it fails after it.
 	steps := []struct {
 		cmd  string
@@ -738,4 +717,35 @@ func TestSessionDifferential(t *testing.T) {
 	if diff := cmp.Diff(screens[0], screens[1]); diff != "" {
 		t.Errorf("the screens differ (-bash +undosh):\n%s", diff)
 	}
+}
+
+// startPiped starts cmd with its standard input a pipe the test writes,
+// as a harness feeds a shell one command at a time, and returns that pipe
+// and cmd's standard output line by line.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, <-chan string) {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		br := bufio.NewReader(out)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- l
+		}
+	}()
+	return in, lines
 }
