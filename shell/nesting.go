@@ -1,11 +1,11 @@
 package shell
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -44,27 +44,9 @@ func outerStep(getenv func(string) string) (outer, bool) {
 				}
 			}
 		}
-		pid = parentOf(proc)
+		pid = where.Parent("", pid)
 	}
 	return outer{}, false
-}
-
-// parentOf reads the parent pid from proc/stat (0 when unknown).
-func parentOf(proc string) int {
-	data, err := os.ReadFile(proc + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
 }
 
 // markSupervising names this process undosh:<class> for nested

@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -218,7 +217,7 @@ type process struct {
 func ancestors(proc string, pid int) []process {
 	var out []process
 	for hops := 0; hops < 64; hops++ {
-		pid = parentOf(proc, pid)
+		pid = where.Parent(proc, pid)
 		if pid <= 1 {
 			break
 		}
@@ -232,26 +231,6 @@ func ancestors(proc string, pid int) []process {
 		out = append(out, p)
 	}
 	return out
-}
-
-// parentOf reads the parent pid from proc/PID/stat (0 when unknown).
-func parentOf(proc string, pid int) int {
-	data, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0
-	}
-	// The name, in parentheses, may hold anything: the fields follow the
-	// last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
 }
 
 // maxCommand bounds a command in a message.

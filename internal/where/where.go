@@ -1,8 +1,11 @@
 package where
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/undosh/undosh/fork"
@@ -36,4 +39,28 @@ func InHostCopy(stateDir string) bool {
 	}
 	w, ok := guest.Read(stateDir)
 	return ok && w.Role == hostlink.RoleCopy
+}
+
+// Parent returns the parent of process pid, read from proc/PID/stat (proc
+// is the proc filesystem; "" means /proc), or 0 when it cannot be read.
+func Parent(proc string, pid int) int {
+	if proc == "" {
+		proc = "/proc"
+	}
+	data, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// The name, in parentheses, may hold anything: the fields follow the
+	// last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }

@@ -94,3 +94,23 @@ func TestInHostCopy(t *testing.T) {
 		t.Error(`InHostCopy("") = true`)
 	}
 }
+
+func TestParent(t *testing.T) {
+	if got := Parent("", os.Getpid()); got != os.Getppid() {
+		t.Errorf("Parent(self) = %d, want %d", got, os.Getppid())
+	}
+	// A name with spaces and parentheses: the fields follow the last ')'.
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "42"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte("42 (a) b (c) S 7 42 42 0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := Parent(proc, 42); got != 7 {
+		t.Errorf("Parent of a process named \"a) b (c\" = %d, want 7", got)
+	}
+	if got := Parent(proc, 43); got != 0 {
+		t.Errorf("Parent of a missing process = %d, want 0", got)
+	}
+}
