@@ -1,6 +1,7 @@
 package enforce
 
 // #include <limits.h>
+// #include <stdlib.h>
 // #include "enforce.h"
 import "C"
 
@@ -9,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Name is the argv[0] under which undosh's executable applies a plan and
@@ -26,21 +29,23 @@ type Mode int
 
 // The mechanisms. The zero value, Auto, picks a mount namespace when the
 // process that applies the plan has CAP_SYS_ADMIN, and Landlock otherwise
-// (and also when a container's seccomp filter refuses unshare).
+// (and also when a container's seccomp filter refuses unshare). Capture
+// runs the step in a view of the machine ([View]) whose writes outside
+// the writable paths land in upper layers the caller reads afterwards.
 const (
 	Auto     Mode = C.UNDOSH_MODE_AUTO
 	MountNS  Mode = C.UNDOSH_MODE_NS
 	Landlock Mode = C.UNDOSH_MODE_LANDLOCK
+	Capture  Mode = C.UNDOSH_MODE_CAPTURE
 )
 
+// modeNames are the modes as a plan writes them (limit.c reads them in
+// this order).
+var modeNames = []string{"auto", "ns", "landlock", "capture"}
+
 func (m Mode) String() string {
-	switch m {
-	case Auto:
-		return "auto"
-	case MountNS:
-		return "ns"
-	case Landlock:
-		return "landlock"
+	if m >= 0 && int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
@@ -62,6 +67,45 @@ type Plan struct {
 	Shell string
 	// Mode picks the mechanism; the zero value is Auto.
 	Mode Mode
+	// View is the view a Capture plan builds; Writable must be empty
+	// then (the view's Shared paths are what the step may write).
+	View *View
+}
+
+// View is the view of the machine a step runs in under [Capture]: one
+// overlay per filesystem of the machine, whose upper directory collects
+// what the step writes there, with the machine's own trees and the
+// shared paths bound on top. The caller makes Root and the layers'
+// directories (on a filesystem of its own, so that the upper directories
+// are not beneath any lower one), and reads the upper directories after
+// the step. The view goes when the last process in it ends.
+type View struct {
+	// Root is the directory the view is built in; it becomes the step's
+	// root.
+	Root string
+	// Layers are the overlays, the machine's root first, then parents
+	// before children.
+	Layers []Layer
+	// Machine are trees shown as they are on the machine, writable:
+	// /proc, /dev and /run always (/proc/sys, /sys and /dev itself are
+	// made read-only), and the mounts no layer covers. A Unix socket
+	// cannot be reached through an overlay, hence /run.
+	Machine []string
+	// Shared are the paths the step may write: bound from the machine,
+	// recursively, in the order given (parents before children).
+	Shared []string
+	// Files are files bound from the machine one by one: the listening
+	// Unix sockets that lie on a layer.
+	Files []string
+}
+
+// Layer is one overlay of a [View].
+type Layer struct {
+	// Mount is the machine's mount point (the overlay's lower
+	// directory); Upper and Work its upper and work directories.
+	Mount, Upper, Work string
+	// ReadOnly: the machine's mount is read-only, and so is the overlay.
+	ReadOnly bool
 }
 
 // ErrUnavailable means that the mechanism a plan asks for cannot work
@@ -76,7 +120,7 @@ var ErrUnavailable = errors.New("enforcement unavailable")
 // decides for itself when m is Auto.
 func Probe(m Mode) (Mode, error) {
 	var abi C.int
-	got := C.undosh_enforce_probe(C.int(m), &abi)
+	got := C.undosh_limit_probe(C.int(m), &abi)
 	if got >= 0 {
 		return Mode(got), nil
 	}
@@ -85,6 +129,8 @@ func Probe(m Mode) (Mode, error) {
 		return 0, fmt.Errorf("mount namespace: no CAP_SYS_ADMIN: %w", ErrUnavailable)
 	case Landlock:
 		return 0, fmt.Errorf("landlock: the kernel does not offer it: %w", ErrUnavailable)
+	case Capture:
+		return 0, fmt.Errorf("capture: no CAP_SYS_ADMIN to build a view: %w", ErrUnavailable)
 	case Auto:
 		return 0, fmt.Errorf("no CAP_SYS_ADMIN for a mount namespace, and the kernel offers no Landlock: %w", ErrUnavailable)
 	}
@@ -132,38 +178,108 @@ func Command(self string, plan Plan, argv, env []string) (path string, newArgv, 
 	return self, newArgv, newEnv, nil
 }
 
-// encode writes the plan as the constructor reads it (parse_plan in
-// enforce.c): `1 MODE CLASS LEN:SHELL [LEN:PATH]...`, each path prefixed by
-// its length so that no byte of it needs escaping.
+// encode writes the plan as limit.c reads it (undosh_plan_parse):
+// `2 MODE CLASS` and then fields ` TAG LEN:BYTES`, each prefixed by its
+// length so that no byte of it needs escaping.
 func (p Plan) encode(shell string) (string, error) {
 	if p.Class != "none" && p.Class != "git" {
 		return "", fmt.Errorf("class %q: only none and git steps are enforced", p.Class)
 	}
-	switch p.Mode {
-	case Auto, MountNS, Landlock:
-	default:
+	if p.Mode < 0 || int(p.Mode) >= len(modeNames) {
 		return "", fmt.Errorf("unknown mechanism %v", p.Mode)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "1 %v %s", p.Mode, p.Class)
-	for i, s := range append([]string{shell}, p.Writable...) {
-		what := "writable path"
-		if i == 0 {
-			what = "shell"
-		}
-		switch {
-		case s == "" || !filepath.IsAbs(s):
-			return "", fmt.Errorf("%s %q is not an absolute path", what, s)
-		case strings.IndexByte(s, 0) >= 0:
-			return "", fmt.Errorf("%s %q holds a NUL byte", what, s)
-		case len(s) >= C.PATH_MAX:
-			return "", fmt.Errorf("%s %.40q… is too long", what, s)
-		case i > 0 && filepath.Clean(s) == "/":
-			return "", fmt.Errorf("%s %q would leave everything writable", what, s)
-		}
-		fmt.Fprintf(&b, " %d:%s", len(s), s)
+	if (p.Mode == Capture) != (p.View != nil) {
+		return "", errors.New("a view goes with capture, and only with it")
 	}
-	return b.String(), nil
+	var b strings.Builder
+	fmt.Fprintf(&b, "2 %v %s", p.Mode, p.Class)
+	var err error
+	field := func(tag byte, what, s string) {
+		switch {
+		case err != nil:
+			return
+		case s == "" || !filepath.IsAbs(s):
+			err = fmt.Errorf("%s %q is not an absolute path", what, s)
+		case strings.IndexByte(s, 0) >= 0:
+			err = fmt.Errorf("%s %q holds a NUL byte", what, s)
+		case len(s) >= C.PATH_MAX:
+			err = fmt.Errorf("%s %.40q… is too long", what, s)
+		case tag == 'w' && filepath.Clean(s) == "/":
+			err = fmt.Errorf("%s %q would leave everything writable", what, s)
+		}
+		fmt.Fprintf(&b, " %c%d:%s", tag, len(s), s)
+	}
+	field('s', "shell", shell)
+	if p.View == nil {
+		for _, w := range p.Writable {
+			field('w', "writable path", w)
+		}
+		return b.String(), err
+	}
+	if len(p.Writable) > 0 {
+		return "", errors.New("a capture plan's writable paths are its view's Shared")
+	}
+	v := p.View
+	if filepath.Clean(v.Root) == "/" {
+		return "", errors.New("a view cannot be built in /")
+	}
+	field('r', "view root", v.Root)
+	if len(v.Layers) == 0 || v.Layers[0].Mount != "/" {
+		return "", errors.New("a view starts with the overlay of /")
+	}
+	for _, l := range v.Layers {
+		tag := byte('o')
+		if l.ReadOnly {
+			tag = 'O'
+		}
+		field(tag, "layer", l.Mount)
+		field('u', "upper directory", l.Upper)
+		field('k', "work directory", l.Work)
+	}
+	machine := append([]string{"/proc", "/dev", "/run", "/sys"}, v.Machine...)
+	for i, m := range machine {
+		if !slices.Contains(machine[:i], m) {
+			field('b', "tree of the machine", m)
+		}
+	}
+	for _, s := range v.Shared {
+		field('w', "shared path", s)
+	}
+	for _, f := range v.Files {
+		field('B', "file of the machine", f)
+	}
+	// The kernel's settings stay the machine's, read-only.
+	field('b', "tree of the machine", "/proc/sys")
+	field('R', "read-only tree", "/proc/sys")
+	field('R', "read-only tree", "/sys")
+	field('P', "read-only mount", "/dev")
+	return b.String(), err
+}
+
+// decodePlan is limit.c's reading of an encoded plan, for tests: the
+// mode, the class and the fields in order, each as its tag and bytes.
+func decodePlan(s string) (mode Mode, class string, fields []string, err error) {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	var p C.struct_undosh_plan
+	defer C.undosh_plan_free(&p)
+	if bad := C.undosh_plan_parse(cs, &p); bad != nil {
+		return 0, "", nil, errors.New(C.GoString(bad))
+	}
+	fields = append(fields, "s"+C.GoString(p.shell))
+	if p.root != nil {
+		fields = append(fields, "r"+C.GoString(p.root))
+	}
+	if p.mode == C.UNDOSH_MODE_CAPTURE {
+		for _, a := range unsafe.Slice(p.actions, p.nactions) {
+			fields = append(fields, string(rune(a.tag))+C.GoString(a.s))
+		}
+	} else {
+		for _, w := range unsafe.Slice(p.writable, p.nwritable) {
+			fields = append(fields, "w"+C.GoString(w))
+		}
+	}
+	return Mode(p.mode), C.GoString(p.class), fields, nil
 }
 
 // Main is for a main whose argv[0] is [Name]. The constructor always

@@ -514,15 +514,22 @@ func TestBadPlan(t *testing.T) {
 	}{
 		{"missing", "-", "enforce: no plan"},
 		{"empty", "", "unknown plan version"},
-		{"version", "2 auto git 9:/bin/bash", "unknown plan version"},
-		{"mechanism", "1 magic git 9:/bin/bash", "unknown mechanism"},
-		{"class fork", "1 auto fork 9:/bin/bash", "unknown class"},
-		{"no shell", "1 auto git ", "malformed path"},
-		{"relative shell", "1 auto git 4:bash", "relative path"},
-		{"short", "1 auto git 99:/bin/bash", "truncated path"},
-		{"trailing", "1 auto git 9:/bin/bashX", "malformed path"},
-		{"writable is /", fmt.Sprintf("1 auto git 9:/bin/bash %d:%s", len(toRoot), toRoot), "resolves to /"},
-		{"no such shell", "1 auto git 12:/nonexistent", "exec the shell: No such file or directory (/nonexistent)"},
+		{"version 1", "1 auto git 9:/bin/bash", "unknown plan version"},
+		{"mechanism", "2 magic git s9:/bin/bash", "unknown mechanism"},
+		{"class fork", "2 auto fork s9:/bin/bash", "unknown class"},
+		{"no shell", "2 auto git", "no shell"},
+		{"two shells", "2 auto git s9:/bin/bash s9:/bin/bash", "two shells"},
+		{"untagged", "2 auto git 9:/bin/bash", "malformed field"},
+		{"unknown tag", "2 auto git s9:/bin/bash x4:/tmp", "unknown field"},
+		{"relative shell", "2 auto git s4:bash", "relative path"},
+		{"short", "2 auto git s99:/bin/bash", "truncated field"},
+		{"trailing", "2 auto git s9:/bin/bashX", "malformed field"},
+		{"a view without capture", "2 auto git s9:/bin/bash b4:/tmp", "a view's field in a plan without one"},
+		{"capture without a view", "2 capture git s9:/bin/bash", "a view must start with the overlay of /"},
+		{"overlay without upper", "2 capture git s9:/bin/bash r4:/tmp o1:/ b4:/tmp", "upper and work"},
+		{"view root /", "2 capture git s9:/bin/bash r1:/ o1:/ u4:/tmp k4:/tmp", "misplaced view root"},
+		{"writable is /", fmt.Sprintf("2 auto git s9:/bin/bash w%d:%s", len(toRoot), toRoot), "resolves to /"},
+		{"no such shell", "2 auto git s12:/nonexistent", "exec the shell (/nonexistent: No such file or directory)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -569,7 +576,7 @@ func TestCommand(t *testing.T) {
 	if path != "/usr/bin/undosh" || strings.Join(argv, ",") != Name+",-bash,-c,x" {
 		t.Errorf("path %q argv %q", path, argv)
 	}
-	want := []string{"A=1", "B=2", planVar + "=1 auto git 9:/bin/bash 4:/w s 4:/tmp"}
+	want := []string{"A=1", "B=2", planVar + "=2 auto git s9:/bin/bash w4:/w s w4:/tmp"}
 	sort.Strings(want)
 	sort.Strings(env)
 	if strings.Join(env, "\n") != strings.Join(want, "\n") {
@@ -585,6 +592,11 @@ func TestCommand(t *testing.T) {
 		{"root writable", Plan{Class: "git", Shell: "/bin/bash", Writable: []string{"/tmp/.."}}},
 		{"nul", Plan{Class: "git", Shell: "/bin/bash", Writable: []string{"/a\x00b"}}},
 		{"mode", Plan{Class: "git", Shell: "/bin/bash", Mode: 7}},
+		{"capture without a view", Plan{Class: "git", Shell: "/bin/bash", Mode: Capture}},
+		{"a view without capture", Plan{Class: "git", Shell: "/bin/bash", View: &View{Root: "/v", Layers: []Layer{{Mount: "/", Upper: "/u", Work: "/k"}}}}},
+		{"a view in /", Plan{Class: "git", Shell: "/bin/bash", Mode: Capture, View: &View{Root: "/", Layers: []Layer{{Mount: "/", Upper: "/u", Work: "/k"}}}}},
+		{"a view without /", Plan{Class: "git", Shell: "/bin/bash", Mode: Capture, View: &View{Root: "/v", Layers: []Layer{{Mount: "/home", Upper: "/u", Work: "/k"}}}}},
+		{"capture with writable", Plan{Class: "git", Shell: "/bin/bash", Mode: Capture, Writable: []string{"/w"}, View: &View{Root: "/v", Layers: []Layer{{Mount: "/", Upper: "/u", Work: "/k"}}}}},
 	}
 	for _, tt := range bad {
 		if _, _, _, err := Command("/usr/bin/undosh", tt.plan, []string{"bash"}, nil); err == nil {
