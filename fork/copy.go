@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,8 +80,13 @@ type Options struct {
 	Hostname string
 	// Hide lists more directories or files of the real root to hide from
 	// the copy. StateDir, /var/lib/undosh and <mount>/.undosh-fork of
-	// every overlay always are.
+	// every overlay always are, unless they are shared.
 	Hide []string
+	// Share lists the paths (real ones, without symbolic links) that a
+	// copy made for a view (enforce's capture mode) shares with the
+	// machine: the view binds them, so they are never hidden. Such a copy also leaves the files bind-mounted on
+	// the host to the view ([Copy].Skipped), instead of copying them in.
+	Share []string
 	// Logger receives debug records of what the engine does. Default:
 	// discard.
 	Logger *slog.Logger
@@ -111,6 +117,11 @@ type Copy struct {
 	// Overlays are the overlays, the root first, then parents before
 	// children.
 	Overlays []Overlay `json:"overlays"`
+	// Skipped are the visible mounts of the host that no overlay covers,
+	// outermost only, outside /proc, /sys, /dev and /run and the hidden
+	// directories: a tmpfs on /tmp, and, in a copy with shared paths,
+	// the files bind-mounted on the host. A view shows them as they are.
+	Skipped []string `json:"skipped"`
 	// Seeded are the paths (as the copy sees them, which is also their
 	// real path) that Create put in the upper directories, and that a
 	// commit must leave out: PolicyRCD, the whiteouts that hide the state
@@ -199,18 +210,20 @@ func Create(o Options) (*Copy, error) {
 	if stateDir, err = filepath.EvalSymlinks(stateDir); err != nil {
 		return nil, fmt.Errorf("create copy: %w", err)
 	}
-	hidden := []string{stateDir, undoshStateDir}
-	for _, h := range o.Hide {
+	var hidden []string
+	for _, h := range append([]string{stateDir, undoshStateDir}, o.Hide...) {
 		if h, err = filepath.Abs(h); err != nil {
 			return nil, fmt.Errorf("create copy: %w", err)
 		}
-		switch r, err := filepath.EvalSymlinks(h); {
-		case err == nil:
-			hidden = append(hidden, r)
+		r, err := filepath.EvalSymlinks(h)
+		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			hidden = append(hidden, h) // hidden should it appear
-		default:
+			r = h // hidden should it appear
+		case err != nil:
 			return nil, fmt.Errorf("create copy: hide %s: %w", h, err)
+		}
+		if !slices.ContainsFunc(o.Share, func(s string) bool { return under(r, s) }) {
+			hidden = append(hidden, r)
 		}
 	}
 	hostname := o.Hostname
@@ -283,6 +296,7 @@ func (c *Copy) build(o Options, hidden []string) error {
 	if err != nil {
 		return err
 	}
+	c.Skipped = skippedMounts(table, mounts, hidden)
 	var dirSX unix.Statx_t
 	if err := unix.Statx(unix.AT_FDCWD, c.Dir, 0, unix.STATX_MNT_ID, &dirSX); err != nil {
 		return fmt.Errorf("stat %s: %w", c.Dir, err)
@@ -296,8 +310,13 @@ func (c *Copy) build(o Options, hidden []string) error {
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			// A file bind-mounted on the host (a container's
-			// /etc/hosts): the copy gets a copy of it.
-			fileBinds = append(fileBinds, m)
+			// /etc/hosts): the copy gets a copy of it, a view the file
+			// itself.
+			if len(o.Share) > 0 {
+				c.Skipped = append(c.Skipped, m.Point)
+			} else {
+				fileBinds = append(fileBinds, m)
+			}
 			continue
 		}
 		n := len(c.Overlays)

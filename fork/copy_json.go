@@ -91,6 +91,7 @@ func (c *Copy) marshal() []byte {
 			{"same_fs", boolean(l.SameFS)},
 		})
 	}))
+	field("skipped", false, list(c.Skipped == nil, len(c.Skipped), func(i int) { b = appendJSONString(b, c.Skipped[i]) }))
 	field("seeded", false, list(c.Seeded == nil, len(c.Seeded), func(i int) { b = appendJSONString(b, c.Seeded[i]) }))
 	field("mirrored", true, list(c.Mirrored == nil, len(c.Mirrored), func(i int) {
 		m := c.Mirrored[i]

@@ -190,6 +190,39 @@ func selectMounts(table []mountEntry, hidden []string) ([]mountEntry, error) {
 	return out, nil
 }
 
+// skippedMounts lists the visible mounts of table that selected (the
+// copy's overlays) does not hold, outermost only, leaving out the pseudo
+// trees, the engine's own mounts and the hidden directories.
+func skippedMounts(table, selected []mountEntry, hidden []string) []string {
+	layered := map[int]bool{}
+	for _, m := range selected {
+		layered[m.ID] = true
+	}
+	top := map[string]int{}
+	for i, m := range table {
+		top[m.Point] = i
+	}
+	var out []string
+	for i, m := range table {
+		switch {
+		case top[m.Point] != i, layered[m.ID], m.Source == mountSource,
+			slices.ContainsFunc(pseudoTrees, func(d string) bool { return under(m.Point, d) }),
+			slices.ContainsFunc(hidden, func(d string) bool { return under(m.Point, d) }):
+			continue
+		}
+		out = append(out, m.Point)
+	}
+	// Outermost only: a view binds each recursively.
+	slices.SortFunc(out, func(a, b string) int { return depth(a) - depth(b) })
+	var kept []string
+	for _, p := range out {
+		if !slices.ContainsFunc(kept, func(k string) bool { return under(p, k) }) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
 func depth(p string) int {
 	p = path.Clean(p)
 	if p == "/" {

@@ -5,8 +5,10 @@
  * this front end, a few kilobytes of C, asks a resident classifier (undosh
  * started as "undosh-classifier") over a Unix socket what to do with the
  * invocation. For a plainly read-only step the answer is the real shell,
- * which it execs with the caller's argv and environment; for everything
- * else it execs undosh, which decides again and protects the step.
+ * which it execs with the caller's argv and environment, under the
+ * read-only limit when enforcement is on (the answer carries the plan,
+ * which limit.c applies here, in this process); for everything else it
+ * execs undosh, which decides again and protects the step.
  *
  * It changes nothing a caller set up: no signal disposition or mask, no
  * standard fd (its socket is close-on-exec), no environment entry for the
@@ -14,7 +16,8 @@
  * next invocations) and hands this one to undosh. See shell/serve.go for
  * the wire format.
  *
- * Build: cc -O2 -o bin/undosh-fast front/undosh-fast.c
+ * Build: cc -O2 -o bin/undosh-fast front/undosh-fast.c (one translation
+ * unit: it includes the limits of internal/enforce/limit.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +34,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "../internal/enforce/limit.c"
 
 extern char **environ;
 
@@ -196,9 +201,10 @@ static int write_all(int fd, const char *p, size_t n) {
 	return 0;
 }
 
-/* read_all reads n bytes, waiting at most timeout_ms for each part. */
-static int read_all(int fd, char *p, size_t n, int timeout_ms) {
-	while (n > 0) {
+/* read_some reads what comes within timeout_ms: the number of bytes,
+ * 0 at the end, or -1. */
+static int read_some(int fd, char *p, size_t n, int timeout_ms) {
+	for (;;) {
 		struct pollfd pfd = {fd, POLLIN, 0};
 		int r = poll(&pfd, 1, timeout_ms);
 		if (r < 0 && errno == EINTR) {
@@ -211,13 +217,8 @@ static int read_all(int fd, char *p, size_t n, int timeout_ms) {
 		if (k < 0 && errno == EINTR) {
 			continue;
 		}
-		if (k <= 0) {
-			return -1;
-		}
-		p += k;
-		n -= k;
+		return k < 0 ? -1 : (int)k;
 	}
-	return 0;
 }
 
 int main(int argc, char **argv) {
@@ -277,23 +278,54 @@ int main(int argc, char **argv) {
 	uint32_t body = (uint32_t)(w.len - 12);
 	unsigned char *h = (unsigned char *)w.b + 8;
 	h[0] = body, h[1] = body >> 8, h[2] = body >> 16, h[3] = body >> 24;
-	unsigned char ans[5];
-	char real[PATH_MAX];
-	if (write_all(fd, w.b, w.len) != 0 || read_all(fd, (char *)ans, 5, 2000) != 0) {
+	/* The answer: a verdict byte, a length, and the real shell ('E') or
+	 * the plan of the limit to exec it under ('L'). The classifier closes
+	 * the connection after it. */
+	static char ans[5 + 2 * 65536];
+	size_t got = 0;
+	if (write_all(fd, w.b, w.len) != 0) {
 		close(fd);
 		exec_undosh(argv);
 	}
-	uint32_t len = ans[1] | ans[2] << 8 | ans[3] << 16 | (uint32_t)ans[4] << 24;
-	if (ans[0] != 'E' || len == 0 || len >= sizeof real || read_all(fd, real, len, 2000) != 0) {
-		close(fd);
-		exec_undosh(argv);
+	for (;;) {
+		if (got == sizeof ans) {
+			close(fd);
+			exec_undosh(argv);
+		}
+		int r = read_some(fd, ans + got, sizeof ans - got, 2000);
+		if (r < 0) {
+			close(fd);
+			exec_undosh(argv);
+		}
+		if (r == 0) {
+			break;
+		}
+		got += r;
 	}
 	close(fd);
 	free(w.b);
-	real[len] = 0;
+	uint32_t len = got < 5 ? 0 : (unsigned char)ans[1] | (unsigned char)ans[2] << 8 | (unsigned char)ans[3] << 16 | (uint32_t)(unsigned char)ans[4] << 24;
+	if (got < 5 || len == 0 || len != got - 5 || (ans[0] != 'E' && ans[0] != 'L')) {
+		exec_undosh(argv);
+	}
+	char *text = ans + 5;
+	text[len] = 0;
+	char *real = text;
+	struct undosh_plan plan;
+	if (ans[0] == 'L') {
+		if (undosh_plan_parse(text, &plan) != NULL || plan.mode == UNDOSH_MODE_CAPTURE) {
+			exec_undosh(argv);
+		}
+		real = plan.shell;
+	}
 	/* Never exec this front end again as the real shell. */
 	struct stat a, b;
 	if (stat(real, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+		exec_undosh(argv);
+	}
+	/* Where the kernel offers no limit, undosh protects the step another
+	 * way: nothing has changed yet. */
+	if (ans[0] == 'L' && undosh_limit_apply(&plan, 1) < 0) {
 		exec_undosh(argv);
 	}
 	execve(real, argv, environ);

@@ -139,6 +139,7 @@ type file struct {
 	maxFileSize                      *int64
 	rollback, verify                 *string
 	enforce                          *bool
+	escalate                         *string
 	classes                          map[string]Class
 	protected                        []string
 	allowForce, pushVerify           *bool
@@ -167,6 +168,9 @@ func (f *file) applyTo(p *Policy) {
 	}
 	if f.enforce != nil {
 		p.Enforce = *f.enforce
+	}
+	if f.escalate != nil {
+		p.Escalate = *f.escalate
 	}
 	for k, c := range f.classes {
 		switch k {
@@ -468,10 +472,19 @@ func (r *reader) rollback(n ast.Node) string {
 	return s
 }
 
+func (r *reader) escalate(n ast.Node) string {
+	s := r.str(n, "escalate")
+	if s != EscalateCommit && s != EscalateRerun && s != EscalateRefuse && r.err == nil {
+		r.fail(r.unwrap(n), fmt.Sprintf("escalate must be commit, rerun or refuse, not %q", s),
+			"commit keeps what a step wrote beyond its class once it passed; rerun runs it again at the class it needs; refuse stops it")
+	}
+	return s
+}
+
 func ptr[T any](v T) *T { return &v }
 
 var topKeys = []string{"version", "extends", "workspace", "checkpoint", "rollback", "verify",
-	"classes", "trusted_dirs", "enforce", "egress", "host", "cost", "rules", "paths", "examples"}
+	"classes", "trusted_dirs", "enforce", "escalate", "egress", "host", "cost", "rules", "paths", "examples"}
 
 // parseFile parses one policy file.
 func parseFile(name string, data []byte) (*file, error) {
@@ -535,6 +548,8 @@ func parseFile(name string, data []byte) (*file, error) {
 			f.verify = ptr(r.str(fl.value, "verify"))
 		case "enforce":
 			f.enforce = ptr(r.boolean(fl.value, "enforce"))
+		case "escalate":
+			f.escalate = ptr(r.escalate(fl.value))
 		case "classes":
 			for _, c := range r.mapping(fl.value, "classes", []string{"unknown_program", "unknown_code", "unresolved_write", "outside_write"}) {
 				f.at["classes."+c.key] = r.at(c.keyN)

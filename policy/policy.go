@@ -98,6 +98,19 @@ const (
 	RollbackNever     = "never"
 )
 
+// What undosh does with what a step wrote beyond its class (escalate in
+// the policy; docs/enforce.md).
+const (
+	// EscalateCommit keeps it, as a step of the class it needed would
+	// have been kept, once the step and verify passed.
+	EscalateCommit = "commit"
+	// EscalateRerun puts everything back and runs the step once more at
+	// the class it needed.
+	EscalateRerun = "rerun"
+	// EscalateRefuse puts everything back and refuses the step.
+	EscalateRefuse = "refuse"
+)
+
 // Policy is a loaded, validated policy: the embedded default, a user's file
 // merged onto it, or a user's file that replaces it.
 type Policy struct {
@@ -112,6 +125,9 @@ type Policy struct {
 	Verify      string
 	TrustedDirs []string // directories whose programs keep their base name's trust
 	Enforce     bool
+	// Escalate is what undosh does with what a step wrote beyond its
+	// class: EscalateCommit, EscalateRerun or EscalateRefuse.
+	Escalate string
 
 	UnknownProgram  Class
 	UnknownCode     Class

@@ -1,32 +1,42 @@
 package shell
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/enforce"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/policy"
 )
 
-// enforcing reports whether steps run under the isolation of their class
-// (internal/enforce): $UNDOSH_ENFORCE (1 or 0) when set, else the
-// policy's enforce.
+// enforcing reports whether steps run under the limit of their class
+// (internal/enforce, docs/enforce.md): $UNDOSH_ENFORCE (1 or 0) when set,
+// else the policy's enforce.
 func (r *run) enforcing() bool {
-	switch r.e.Getenv("UNDOSH_ENFORCE") {
+	return enforcingIn(r.e.Getenv, r.pol)
+}
+
+func enforcingIn(getenv func(string) string, pol *policy.Policy) bool {
+	switch getenv("UNDOSH_ENFORCE") {
 	case "1":
 		return true
 	case "0":
 		return false
 	}
-	return r.pol != nil && r.pol.Enforce
+	return pol != nil && pol.Enforce
 }
 
 // scratchTools names the program whose cache each default scratch path
@@ -42,45 +52,48 @@ var scratchTools = map[string]string{
 	"~/.gradle/caches": "gradle", "~/.m2/repository": "mvn", "~/.bun/install/cache": "bun", "~/.deno": "deno",
 }
 
-// writable is what a step of class c may write under enforcement: its
-// workspace roots (git), the policy's scratch paths (see [scratchTools])
-// and undosh's state directory (a nested undosh journals there).
-func (r *run) writable(c policy.Class) []string {
+// writablePaths lists what a step of class c may write under its limit:
+// its workspace roots (git), the policy's scratch paths (~ is home; see
+// [scratchTools]) and undosh's state directory (a nested undosh journals
+// there). Each is absolute, real (no symbolic links) and exists; parents
+// come before what is beneath them.
+func writablePaths(c policy.Class, pol *policy.Policy, roots []string, home, stateDir string) []string {
 	var out []string
 	if c == policy.Git {
-		out = append(out, r.dec.Roots...)
+		out = append(out, roots...)
 	}
-	home := r.e.Getenv("HOME")
-	for _, s := range r.pol.Scratch {
+	for _, s := range pol.Scratch {
 		if rest, ok := strings.CutPrefix(s, "~"); ok {
 			if home == "" || home == "/" {
 				continue
 			}
 			p := filepath.Join(home, rest)
-			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) && r.makeScratch(s, p) {
+			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) && makeScratch(s, p) {
 				_ = os.MkdirAll(p, 0o755) // Best effort: without it, the cache is blocked.
 			}
 			s = p
 		}
 		out = append(out, s)
 	}
-	if r.stateDir != "" {
-		out = append(out, r.stateDir)
+	if stateDir != "" {
+		out = append(out, stateDir)
 	}
 	var kept []string
 	for _, p := range out {
-		if p = filepath.Clean(p); filepath.IsAbs(p) && p != "/" {
-			if _, err := os.Stat(p); err == nil {
-				kept = append(kept, p)
-			}
+		if p = filepath.Clean(p); !filepath.IsAbs(p) || p == "/" {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != "/" && !slices.Contains(kept, real) {
+			kept = append(kept, real)
 		}
 	}
+	slices.SortStableFunc(kept, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
 	return kept
 }
 
 // makeScratch reports whether the missing scratch path p (spelt s in the
 // policy) should be made before an enforced step.
-func (r *run) makeScratch(s, p string) bool {
+func makeScratch(s, p string) bool {
 	if s == "~/.cache" {
 		return true
 	}
@@ -93,38 +106,267 @@ func (r *run) makeScratch(s, p string) bool {
 	return err == nil
 }
 
-// enforced is a step's shell started under its class's isolation.
-type enforced struct {
+// limit is a step's shell started under its class's limit.
+type limit struct {
 	class    policy.Class
+	mode     enforce.Mode
 	writable []string
-	path     string
-	argv     []string
-	env      []string
+	// copy holds the layers of a capture view; nil for a hard limit.
+	copy *fork.Copy
+	path string
+	argv []string
+	env  []string
 }
 
-// enforceStep prepares running argv (the real shell) with env under the
-// isolation of class c. It returns nil, and says why once, when the
-// kernel offers no way to.
-func (r *run) enforceStep(c policy.Class, argv, env []string) *enforced {
+// contain prepares running argv (the real shell) with env under the
+// limit of class c: for a workspace step, a view of the machine where
+// one can be made; else (and for a read-only step, which undosh execs)
+// the kernel's hard limit. It returns nil, and why, when the step cannot
+// be held to its class here; the caller then protects it without a
+// limit (a read-only step as a workspace step).
+func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
 	}
 	if err != nil {
-		r.e.say("note: enforcement is on, but undosh cannot find its own executable (" + err.Error() + "): the step runs without it")
-		return nil
+		return nil, "undosh cannot find its own executable (" + err.Error() + ")"
 	}
-	w := r.writable(c)
-	path, nargv, nenv, err := enforce.Command(self, enforce.Plan{Class: c.String(), Writable: w, Shell: r.real}, argv, env)
+	mode, ok, why := machine.Containment(r.e.Getenv)
+	if !ok {
+		return nil, why
+	}
+	roots := r.dec.Roots
+	if c == policy.Git && len(roots) == 0 {
+		roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
+	}
+	w := writablePaths(c, r.pol, roots, r.e.Getenv("HOME"), r.stateDir)
+	plan := enforce.Plan{Class: c.String(), Shell: r.real}
+	l := &limit{class: c, writable: w}
+	if mode == enforce.Capture && (c == policy.None || r.cwd == "") {
+		// A read-only step is exec'd: no one would read its view. A
+		// view cannot return to a working directory that was removed.
+		mode = enforce.Auto
+	}
+	if mode == enforce.Capture {
+		if cp, view, err := captureView(w); err == nil {
+			l.copy, l.mode = cp, enforce.Capture
+			plan.Mode, plan.View = enforce.Capture, view
+		} else {
+			r.e.say("note: no view of the machine for this step (" + err.Error() + "); it runs under a read-only limit instead")
+			mode = enforce.Auto
+		}
+	}
+	if l.copy == nil {
+		if mode == enforce.Landlock && r.runsAsRoot {
+			// no_new_privs would stop sudo: a step the parser sees run
+			// sudo keeps it, with its workspace checkpointed.
+			return nil, sudoKept
+		}
+		plan.Writable = w
+		l.mode = mode
+	}
+	path, nargv, nenv, err := enforce.Command(self, plan, argv, env)
 	if err != nil {
-		r.e.say("note: enforcement is on, but " + err.Error() + ": the step runs without it")
+		l.release()
+		return nil, err.Error()
+	}
+	l.path, l.argv, l.env = path, nargv, nenv
+	return l, ""
+}
+
+// captureView makes the copy whose layers catch what a step writes
+// beyond the shared paths, and the view built on it.
+func captureView(shared []string) (*fork.Copy, *enforce.View, error) {
+	_ = fork.Cleanup("") // copies of undosh processes that died
+	cp, err := fork.Create(fork.Options{Share: shared})
+	if err != nil {
+		return nil, nil, err
+	}
+	v := &enforce.View{Root: filepath.Join(cp.Dir, "root"), Machine: cp.Skipped}
+	for _, o := range cp.Overlays {
+		v.Layers = append(v.Layers, enforce.Layer{Mount: o.Mount, Upper: o.Upper, Work: o.Work, ReadOnly: o.ReadOnly})
+	}
+	// A shared path beneath a tree shown as it is is writable already.
+	machine := append([]string{"/proc", "/dev", "/run", "/sys"}, cp.Skipped...)
+	for _, s := range shared {
+		if !under(s, machine) {
+			v.Shared = append(v.Shared, s)
+		}
+	}
+	v.Files = layerSockets(append(machine, v.Shared...))
+	// The views' own layers stay out of sight, and out of reach.
+	if copies := filepath.Dir(cp.Dir); under(copies, shared) {
+		v.Hidden = append(v.Hidden, copies)
+	}
+	return cp, v, nil
+}
+
+// layerSockets lists the Unix sockets bound to paths outside the trees
+// given (/proc/net/unix): in a view they lie on a layer, where connect()
+// would not reach them, so each is bound from the machine.
+func layerSockets(trees []string) []string {
+	f, err := os.Open("/proc/net/unix")
+	if err != nil {
 		return nil
 	}
-	return &enforced{class: c, writable: w, path: path, argv: nargv, env: nenv}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// Num RefCount Protocol Flags Type St Inode Path
+		fl := strings.Fields(sc.Text())
+		if len(fl) < 8 || !strings.HasPrefix(fl[7], "/") {
+			continue
+		}
+		p := fl[7]
+		if under(p, trees) || slices.Contains(out, p) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// protectNone runs a read-only step under the read-only limit: it execs
+// the real shell as the pass-through does, so the step keeps the pid the
+// caller started and undosh is gone; a write the limit refuses fails as
+// the program reports it, and changes nothing. Where the kernel offers
+// no limit (or it would stop the step's sudo), the step is protected as
+// a workspace step instead, so that a wrong guess stays undoable.
+func (r *run) protectNone() int {
+	e := r.e
+	l, why := r.contain(policy.None, e.Argv, e.Environ)
+	if l != nil {
+		return e.execAs(l.path, l.argv, l.env, r.src)
+	}
+	if why != sudoKept {
+		r.noLimitNote(why)
+	}
+	start := time.Now()
+	r.dec.Class = policy.Git
+	if len(r.dec.Roots) == 0 {
+		r.dec.Roots = classify.WorkspaceRoots(r.cwd, e.Getenv("HOME"))
+	}
+	d := r.dec
+	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
+		Class: policy.Git.String(), Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
+	return r.protectGit(rec, start)
+}
+
+// sudoKept is contain's reason for not holding a step that runs sudo
+// with Landlock.
+const sudoKept = "Landlock would stop its sudo"
+
+// noLimitNote says, once per state directory, that steps cannot be held
+// to their class here.
+func (r *run) noLimitNote(why string) {
+	if r.stateDir == "" {
+		return
+	}
+	dir := filepath.Join(r.stateDir, "run")
+	if os.MkdirAll(dir, 0o700) != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "no-limit"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return // said already
+	}
+	fmt.Fprintln(f, why)
+	f.Close()
+	r.e.say("note: the kernel offers no way here to hold a step to its class (" + why + "): read-only steps get a workspace checkpoint instead; undoctl doctor says more")
+}
+
+// release discards the limit's copy, if it has one.
+func (l *limit) release() {
+	if l != nil && l.copy != nil {
+		l.copy.Discard()
+		l.copy = nil
+	}
+}
+
+// beyond is what a workspace step wrote beyond its workspace and
+// scratch paths, as its view caught it: it needed class fork.
+type beyond struct {
+	plans []fork.Plan
+	// paths are what it wrote, absolute.
+	paths []string
+	// err is set when some of it cannot be committed (a device node).
+	err error
+}
+
+// caught stops the view from taking more writes (a process the step
+// left running keeps its limit: its writes beyond the shared paths fail
+// from now on) and returns what the step wrote beyond them, or nil.
+// roots are the workspace roots (a commit takes what the step wrote
+// there even under an excluded tree such as /tmp).
+func (l *limit) caught(roots []string) *beyond {
+	if l == nil || l.copy == nil {
+		return nil
+	}
+	// Read-only for everyone, the layers included: the superblock of
+	// the copy's tmpfs.
+	if err := unix.Mount("", l.copy.Dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		return &beyond{err: fmt.Errorf("stop the view's writes: %w", err)}
+	}
+	b := &beyond{}
+	for _, o := range l.copy.Overlays {
+		plan, err := fork.Diff(fork.Layer{Target: o.Mount, Upper: o.Upper, T0: l.copy.T0},
+			fork.DiffOptions{Seeded: l.copy.Seeded, Mirrored: l.copy.Mirrored, Include: roots})
+		var re *fork.RefusedError
+		if errors.As(err, &re) {
+			b.err = err
+			for _, p := range re.Problems {
+				b.paths = append(b.paths, p.Path)
+			}
+			continue
+		}
+		if err != nil {
+			b.err = err
+			continue
+		}
+		if len(plan.Ops) == 0 {
+			continue
+		}
+		b.plans = append(b.plans, plan)
+		for _, op := range plan.Ops {
+			if op.Path != "." {
+				b.paths = append(b.paths, filepath.Join(o.Mount, op.Path))
+			}
+		}
+	}
+	if len(b.plans) == 0 && b.err == nil {
+		return nil
+	}
+	b.paths = topPaths(b.paths)
+	return b
+}
+
+// topPaths keeps the paths that are not beneath another one of the list
+// (a directory made stands for what it holds), at most 50.
+func topPaths(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		if !under(p, out) {
+			out = append(out, p)
+		}
+		if len(out) == 50 {
+			break
+		}
+	}
+	return out
+}
+
+// record is the journal's account of b, done as how.
+func (b *beyond) record(how string) *journal.Escalation {
+	return &journal.Escalation{To: policy.Fork.String(), Paths: b.paths, How: how}
 }
 
 // stderrTail keeps the end of what a step writes on standard error, so
-// that a step stopped by enforcement can be told which paths it was
+// that a step stopped by a hard limit can be told which paths it was
 // stopped at: a pipe or socket is relayed through one of undosh's, a
 // regular file is read back afterwards; a terminal is left alone.
 type stderrTail struct {
@@ -218,38 +460,26 @@ func (t *stderrTail) end() []byte {
 	return t.tail.b
 }
 
-// blockedHint says, after a failed enforced step, where enforcement
-// stopped it and how to run it at the class it needs; "" when its error
-// output names no path outside what it could write.
-func (r *run) blockedHint(en *enforced, stderr []byte) string {
+// blockedHint says, after a workspace step failed under a hard limit
+// (Landlock, without root), where the limit stopped it and how to run it
+// as a machine step; "" when its error output names no path outside
+// what it could write. A hard limit refuses the write: only the step's
+// own messages tell where.
+func (r *run) blockedHint(l *limit, stderr []byte) string {
 	var paths []string
 	for _, p := range enforce.Blocked(stderr) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(r.cwd, p)
 		}
-		if !under(p, en.writable) {
+		if !under(p, l.writable) {
 			paths = append(paths, p)
 		}
 	}
 	if len(paths) == 0 {
 		return ""
 	}
-	needs := policy.Fork
-	if en.class == policy.None {
-		roots := r.dec.Roots
-		if len(roots) == 0 {
-			roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
-		}
-		if allUnder(paths, roots) {
-			needs = policy.Git
-		}
-	}
-	what := "read-only (class none)"
-	if en.class == policy.Git {
-		what = "allowed to write only its workspace and scratch paths (class git)"
-	}
-	return fmt.Sprintf("this step ran %s, and was stopped writing %s: it needs class %s; run it as a machine step with: undoctl run --fork -- %s",
-		what, clip(strings.Join(paths, ", "), 200), needs, r.rerunCommand())
+	return fmt.Sprintf("this step ran allowed to write only its workspace and scratch paths (class git), and was stopped writing %s: it needs class fork; run it as a machine step with: undoctl run --fork -- %s",
+		clip(strings.Join(paths, ", "), 200), r.rerunCommand())
 }
 
 // rerunCommand is the step as undoctl run takes it.
@@ -267,50 +497,9 @@ func (r *run) rerunCommand() string {
 
 func under(p string, dirs []string) bool {
 	for _, d := range dirs {
-		if p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
+		if d == "/" || p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
 			return true
 		}
 	}
 	return false
-}
-
-func allUnder(paths, dirs []string) bool {
-	for _, p := range paths {
-		if !under(p, dirs) {
-			return false
-		}
-	}
-	return len(dirs) > 0
-}
-
-// runEnforcedNone runs a read-only step under a read-only view of the
-// files, as a child (undosh stays to explain a step it stopped), and
-// returns its status.
-func (r *run) runEnforcedNone() (int, bool) {
-	e := r.e
-	en := r.enforceStep(policy.None, e.Argv, e.Environ)
-	if en == nil {
-		return 0, false
-	}
-	files, tail := captureStderr(r.stepFiles())
-	c, err := startChild(en.path, en.argv, en.env, files, e.Ignored)
-	tail.started()
-	if err != nil {
-		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
-		return 127, true
-	}
-	st := <-c.done
-	out := tail.end()
-	if st.code != 0 && st.sig == 0 {
-		if hint := r.blockedHint(en, out); hint != "" {
-			e.say("hint: " + hint)
-		}
-	}
-	if st.sig != 0 {
-		e.DieBy(st.sig)
-	}
-	if r.src.stdin != nil {
-		r.src.stdin.Close()
-	}
-	return st.code, true
 }

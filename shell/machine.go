@@ -8,26 +8,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/policy"
 )
-
-// forkEngine reports whether the local fork engine can run here, and what
-// is missing when it cannot. UNDOSH_NO_FORK_ENGINE=1 turns it off (the
-// policy's host.fallback then applies).
-func forkEngine(getenv func(string) string) (bool, string) {
-	if getenv("UNDOSH_NO_FORK_ENGINE") != "" {
-		return false, "the local fork engine is turned off (UNDOSH_NO_FORK_ENGINE)"
-	}
-	if err := fork.Probe(); err != nil {
-		return false, err.Error()
-	}
-	return true, ""
-}
 
 // protectFork runs a machine-changing step in a copy of the machine: the
 // step, then verify (the policy's, $UNDOSH_VERIFY, or none: the step's own
@@ -42,7 +28,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	rec.ID = step.ID
 	rec.CPUs, rec.MemGiB = machine.Size()
 	verify := r.machineVerify()
-	markSupervising(policy.Fork)
+	markSupervising(policy.Fork, false)
 	env, files := r.stepEnv(step.ID), r.stepFiles()
 	argv := append([]string{r.real}, e.Argv[1:]...)
 	// A signal to undosh ends the session in the copy, which is then

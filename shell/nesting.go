@@ -20,6 +20,11 @@ type outer struct {
 	class policy.Class
 	pid   int
 	step  int // from UNDOSH_STEP, when the environment still has it
+	// held: the outer step runs in a view of the machine, and this
+	// process is in it (another mount namespace than the outer undosh):
+	// whatever it writes beyond the outer step's class, the view
+	// catches, and the outer step is escalated for it.
+	held bool
 }
 
 // outerStep finds the undosh that runs a step around this process by
@@ -36,10 +41,16 @@ func outerStep(getenv func(string) string) (outer, bool) {
 		comm, _ := os.ReadFile(proc + "/comm")
 		if name := strings.TrimSpace(string(comm)); strings.HasPrefix(name, commPrefix) {
 			if st, err := os.Stat(proc + "/exe"); err == nil && os.SameFile(st, self) {
-				c, ok := policy.ParseClass(strings.TrimPrefix(name, commPrefix))
+				name, view := strings.CutSuffix(strings.TrimPrefix(name, commPrefix), viewMark)
+				c, ok := policy.ParseClass(name)
 				if ok {
 					o := outer{class: c, pid: pid}
 					o.step, _ = strconv.Atoi(getenv("UNDOSH_STEP"))
+					if view {
+						theirs, err1 := os.Stat(proc + "/ns/mnt")
+						ours, err2 := os.Stat("/proc/self/ns/mnt")
+						o.held = err1 == nil && err2 == nil && !os.SameFile(theirs, ours)
+					}
 					return o, true
 				}
 			}
@@ -49,8 +60,17 @@ func outerStep(getenv func(string) string) (outer, bool) {
 	return outer{}, false
 }
 
+// viewMark ends the process name of an undosh whose step runs in a view
+// of the machine ("undosh:git+v"): a nested invocation in another mount
+// namespace than such an undosh is held by its view.
+const viewMark = "+v"
+
 // markSupervising names this process undosh:<class> for nested
-// invocations to find.
-func markSupervising(c policy.Class) {
-	_ = os.WriteFile("/proc/self/comm", []byte(commPrefix+c.String()), 0)
+// invocations to find, with [viewMark] when the step runs in a view.
+func markSupervising(c policy.Class, view bool) {
+	name := commPrefix + c.String()
+	if view {
+		name += viewMark
+	}
+	_ = os.WriteFile("/proc/self/comm", []byte(name), 0)
 }

@@ -68,7 +68,7 @@ func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 		why, rule := denial(d)
 		return planDone, r.refuse(rec, why+" ("+rule+")", r.denyHint(rule)), rec
 	}
-	if nested && d.Class > out.class {
+	if nested && d.Class > out.class && !out.held {
 		why := fmt.Sprintf("this command needs class %s (%s), but it runs inside a step of class %s (undosh pid %d); a nested command may not go beyond its step",
 			d.Class, firstReason(d, d.Class), out.class, out.pid)
 		return planDone, r.refuse(rec, why, "run it as a step of its own, not from inside another one"), rec
@@ -82,25 +82,37 @@ func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 		return planPlain, 0, rec
 	}
 	if d.Class == policy.Fork {
-		code, handled, note := r.protectHost(rec, start)
-		if handled {
+		if code, asGit := r.protectMachine(rec, start); !asGit {
 			return planDone, code, rec
 		}
-		if note != "" {
-			r.e.say("note: " + note + "; the step runs with the fallback")
-		}
-		ok, missing := forkEngine(r.e.Getenv)
-		if ok {
-			return planDone, r.protectFork(rec, start), rec
-		}
-		if r.pol.Host.Fallback != "git" {
-			return planDone, r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine can run it in a copy: %s",
-				firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh"), rec
-		}
-		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so only the workspace is checkpointed (policy host.fallback: git)",
-			firstReason(d, policy.Fork), missing))
 	}
 	return planGit, 0, rec
+}
+
+// protectMachine runs a machine-changing step: on the sandbox host, else
+// in the local fork engine's copy. When neither can run it, the policy's
+// host.fallback decides: deny refuses it, git (asGit) leaves it to the
+// caller to run with a workspace checkpoint only.
+func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asGit bool) {
+	d := r.dec
+	code, handled, note := r.protectHost(rec, start)
+	if handled {
+		return code, false
+	}
+	if note != "" {
+		r.e.say("note: " + note + "; the step runs with the fallback")
+	}
+	ok, missing := machine.Engine(r.e.Getenv)
+	if ok {
+		return r.protectFork(rec, start), false
+	}
+	if r.pol.Host.Fallback != "git" {
+		return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine can run it in a copy: %s",
+			firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh"), false
+	}
+	r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so only the workspace is checkpointed (policy host.fallback: git)",
+		firstReason(d, policy.Fork), missing))
+	return 0, true
 }
 
 // protectSession runs a session fed one command at a time on a pipe as
@@ -319,14 +331,20 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		go feedSession(r.src.feed, []byte(r.src.text))
 	}
 	path, argv, env, files := r.real, r.e.Argv, r.stepEnv(g.step.ID), r.stepFiles()
-	var en *enforced
 	var errTail *stderrTail
-	if r.enforcing() && !r.src.session {
-		if en = r.enforceStep(policy.Git, argv, env); en != nil {
-			path, argv, env = en.path, en.argv, en.env
-			files, errTail = captureStderr(files)
+	// A machine step run with a file checkpoint only (host.fallback:
+	// git) is not held to the workspace: that is what the fallback says.
+	if r.enforcing() && !r.src.session && r.dec.Class != policy.Fork {
+		if l, _ := r.contain(policy.Git, argv, env); l != nil {
+			g.lim = l
+			path, argv, env = l.path, l.argv, l.env
+			if l.copy == nil {
+				files, errTail = captureStderr(files)
+			}
+			markSupervising(policy.Git, l.copy != nil)
 		}
 	}
+	g.stdin = r.markStdin()
 	c, err := startChild(path, argv, env, files, r.e.Ignored)
 	errTail.started()
 	var st status
@@ -339,12 +357,13 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 	}
 	if err != nil {
 		errTail.end()
+		g.lim.release()
 		g.step.Abandon()
 		r.e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return 127
 	}
-	if en != nil && st.code != 0 && st.sig == 0 {
-		g.hint = r.blockedHint(en, errTail.end())
+	if g.lim != nil && g.lim.copy == nil && st.code != 0 && st.sig == 0 {
+		g.hint = r.blockedHint(g.lim, errTail.end())
 	} else {
 		errTail.end()
 	}
@@ -359,7 +378,11 @@ type gitStep struct {
 	stores []*checkpoint.Store
 	rec    journal.Record
 	start  time.Time
-	// hint, when set, says where enforcement stopped the step; it is
+	// lim is the limit the step runs under, nil for none.
+	lim *limit
+	// stdin is where its standard input was, for a rerun.
+	stdin stdinMark
+	// hint, when set, says where a hard limit stopped the step; it is
 	// printed after the rollback's notice.
 	hint string
 }
@@ -399,7 +422,7 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
 		return nil, exit.Usage, false
 	}
-	markSupervising(d.Class)
+	markSupervising(d.Class, false)
 	return g, 0, true
 }
 
@@ -408,17 +431,21 @@ func (g *gitStep) close() {
 		s.Close()
 	}
 	g.stores = nil
+	g.lim.release()
 }
 
 // finish ends the step that ended with st: verify when it passed, roll
-// back when either failed, journal it. It returns the step's status, or
-// verify's when only verify failed.
+// back when either failed, journal it. When its view caught writes
+// beyond its workspace, a step that passed is escalated (escalate.go);
+// one that failed has them dropped with the rest. It returns the step's
+// status, or verify's when only verify failed.
 func (g *gitStep) finish(st status) int {
 	r, d, rec := g.r, g.r.dec, &g.rec
 	rec.Exit = st.code
 	if st.sig != 0 {
 		rec.Signal = unix.SignalName(st.sig)
 	}
+	b := g.lim.caught(d.Roots)
 	code := st.code
 	failure := ""
 	switch {
@@ -428,6 +455,8 @@ func (g *gitStep) finish(st status) int {
 		failure = fmt.Sprintf("failed (exit %d)", st.code)
 	case r.src.session:
 		// No one command's failure can be told apart: keep everything.
+	case b != nil:
+		// Verify runs once what it wrote beyond its workspace is kept.
 	case d.Verify != "" && d.Rollback == policy.RollbackOnFailure:
 		vcode, out := r.verify()
 		ok := vcode == 0
@@ -438,9 +467,24 @@ func (g *gitStep) finish(st status) int {
 			code = vcode
 		}
 	}
+	if b != nil && (failure == "" || d.Rollback == policy.RollbackNever) {
+		return g.escalate(b, st)
+	}
 	rec.Outcome = journal.Kept
 	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(g.stores) > 0 && !r.src.session {
 		r.rollback(g.j, g.step, g.stores, rec, failure)
+	}
+	if b != nil {
+		rec.Escalated = b.record(journal.EscalateDrop)
+		dropped := fmt.Sprintf("what it wrote beyond its workspace (%s) was dropped", beyondText(b))
+		if rec.Notice == "" {
+			rec.Notice = fmt.Sprintf("step %d %s; %s", g.step.ID, failure, dropped)
+		} else {
+			rec.Notice += "; " + dropped + " too"
+		}
+	}
+	if rec.Notice != "" {
+		r.e.say(rec.Notice)
 	}
 	if g.hint != "" {
 		rec.Notice = strings.TrimPrefix(rec.Notice+"; "+g.hint, "; ")
@@ -518,13 +562,12 @@ func (r *run) finishStep(step *journal.Step, rec journal.Record, start time.Time
 }
 
 // rollback puts the workspace back before the step, unless another step
-// overlapped it, and says what it did in one line.
+// overlapped it, and sets rec.Notice to the one line that says what it
+// did ("" when there was nothing to undo), for the caller to say.
 func (r *run) rollback(j *journal.Journal, step *journal.Step, stores []*checkpoint.Store, rec *journal.Record, failure string) {
-	e := r.e
 	if step.Overlapped() {
 		rec.Outcome = journal.Overlapped
 		rec.Notice = fmt.Sprintf("step %d %s while another step ran, so its changes were kept; to go back: undoctl back %d", step.ID, failure, step.ID)
-		e.say(rec.Notice)
 		return
 	}
 	files := 0
@@ -534,14 +577,12 @@ func (r *run) rollback(j *journal.Journal, step *journal.Step, stores []*checkpo
 		done, err := j.MarkRollback(journal.Rollback{Step: step.ID, Root: p.Root, Target: p.Before})
 		if err != nil {
 			rec.Notice = fmt.Sprintf("step %d %s; the rollback could not start (%v); to go back: undoctl back %d", step.ID, failure, err, step.ID)
-			e.say(rec.Notice)
 			return
 		}
 		res, err := s.Restore(p.Before)
 		done()
 		if err != nil {
 			rec.Notice = fmt.Sprintf("step %d %s; the rollback of %s failed (%v); to go back: undoctl back %d", step.ID, failure, p.Root, err, step.ID)
-			e.say(rec.Notice)
 			return
 		}
 		p.After = res.Before
@@ -561,7 +602,6 @@ func (r *run) rollback(j *journal.Journal, step *journal.Step, stores []*checkpo
 	}
 	rec.Notice = fmt.Sprintf("step %d %s: rolled back %d %s to checkpoint %s; undo the rollback with: %s",
 		step.ID, failure, files, plural(files, "file", "files"), strings.Join(names, ", "), strings.Join(undo, " && "))
-	e.say(rec.Notice)
 }
 
 func short(id string) string {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/policy"
@@ -35,7 +36,12 @@ import (
 //
 //	request:  "UNDOSHQ1" u32(len) payload
 //	payload:  u32(argc) {u32(n) bytes}×argc u32(envc) {u32(n) bytes}×envc u32(n) cwd
-//	answer:   'E' or 'U', u32(n), path
+//	answer:   'E', 'L' or 'U', u32(n), bytes
+//
+// 'E' names the real shell to exec, 'U' undosh; 'L' is the plan of the
+// read-only limit (limit.h, with the real shell in it) that the front
+// end applies before it execs the shell. The classifier closes the
+// connection after the answer.
 //
 // The classifier trusts no field of the request for identity: it takes the
 // caller's uid and pid from the socket (SO_PEERCRED), refuses other users,
@@ -292,14 +298,23 @@ func (c *classifier) answer(req request, peer *unix.Ucred) (byte, string) {
 	if !ok || req.cwd == "" {
 		return undosh()
 	}
-	if e := getenv("UNDOSH_ENFORCE"); e == "1" || e != "0" && pol.Enforce {
-		return undosh() // undosh runs even a read-only step, under a read-only view
-	}
 	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX})
-	if res.Decision.Class == policy.None && res.Decision.Verdict == policy.Run && res.Decision.SyntaxErr == "" {
+	if res.Decision.Class != policy.None || res.Decision.Verdict != policy.Run || res.Decision.SyntaxErr != "" {
+		return undosh()
+	}
+	if !enforcingIn(getenv, pol) {
 		return 'E', real
 	}
-	return undosh()
+	if runsAsRoot(res.Facts) && peer.Uid != 0 {
+		return undosh() // Landlock would stop its sudo: undosh checkpoints it instead
+	}
+	// The front end applies the read-only limit itself, then execs.
+	plan, err := enforce.Encode(enforce.Plan{Class: policy.None.String(), Shell: real,
+		Writable: writablePaths(policy.None, pol, nil, getenv("HOME"), stateDir)})
+	if err != nil {
+		return undosh()
+	}
+	return 'L', plan
 }
 
 // sameView reports whether process pid sees the files the classifier

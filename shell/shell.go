@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -88,14 +90,20 @@ func (e *Env) config() string {
 // exec replaces undosh with the real shell, with fd 0 replaced by the
 // relayed script when there is one.
 func (e *Env) exec(real string, src source) int {
+	return e.execAs(real, e.Argv, e.Environ, src)
+}
+
+// execAs replaces undosh with path (the real shell, or the shell under
+// a limit), as exec does.
+func (e *Env) execAs(path string, argv, env []string, src source) int {
 	if src.stdin != nil {
 		if err := syscall.Dup2(int(src.stdin.Fd()), 0); err != nil {
 			e.errorf(fmt.Errorf("relay standard input: %w", err), "")
 			return exit.Failure
 		}
 	}
-	err := e.Exec(real, e.Argv, e.Environ)
-	e.errorf(fmt.Errorf("exec %s: %w", real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+	err := e.Exec(path, argv, env)
+	e.errorf(fmt.Errorf("exec %s: %w", path, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 	return 127
 }
 
@@ -143,6 +151,9 @@ type run struct {
 	cwd      string
 	env      map[string]string
 	dec      policy.Decision
+	// runsAsRoot: the parser saw the step run a command through sudo (or
+	// doas, su, runuser), which Landlock's no_new_privs would stop.
+	runsAsRoot bool
 	// ctx, when set, ends a step run in a copy of the machine early (an
 	// interactive line whose user gave up on it).
 	ctx context.Context
@@ -193,13 +204,18 @@ func (r *run) main() int {
 		res = classify.Decide(r.src.text, o)
 	}
 	r.dec = res.Decision
+	r.runsAsRoot = runsAsRoot(res.Facts)
 	if r.dec.Class == policy.None && r.dec.Verdict == policy.Run {
-		if r.enforcing() {
-			if code, ran := r.runEnforcedNone(); ran {
-				return code
-			}
+		if !r.enforcing() {
+			return e.exec(r.real, r.src)
 		}
-		return e.exec(r.real, r.src)
+		return r.protectNone()
 	}
 	return r.protect()
+}
+
+// runsAsRoot reports whether a command of the step runs as another user
+// through sudo, doas, su or runuser.
+func runsAsRoot(f *parser.Facts) bool {
+	return f != nil && slices.ContainsFunc(f.Commands, func(c parser.Command) bool { return c.Root })
 }

@@ -324,6 +324,17 @@ func printReport(w io.Writer, rep install.Report) {
 	default:
 		line("classifier", "not running (%s); only undosh-fast starts and asks it", c.Socket)
 	}
+	switch e := rep.Enforcement; {
+	case !rep.Policy.OK:
+	case !e.On:
+		line("enforcement", "off (%s): a step the classifier misjudges runs with the protection of the class it got", e.From)
+	case e.Mechanism != "":
+		line("enforcement", "on (%s): %s; escalate: %s", e.From, e.Is, e.Escalate)
+	case e.Missing != "":
+		line("enforcement", "on (%s), but nothing here can hold a step to its class: %s", e.From, e.Missing)
+	default:
+		line("enforcement", "on (%s); the kernel's means are those of the machine the tree runs on", e.From)
+	}
 	for _, e := range rep.Examples {
 		cls := ""
 		if e.Class != "" {

@@ -129,6 +129,12 @@ func showRecord(io stdio, r journal.Record) {
 	if r.Parent != 0 {
 		fmt.Fprintf(w, "inside:    step %d\n", r.Parent)
 	}
+	if r.RerunOf != 0 {
+		fmt.Fprintf(w, "rerun of:  step %d\n", r.RerunOf)
+	}
+	if e := r.Escalated; e != nil {
+		fmt.Fprintf(w, "beyond:    needed class %s, %s: %s\n", e.To, e.How, oneLine(strings.Join(e.Paths, ", "), 400))
+	}
 	ex := strconv.Itoa(r.Exit)
 	if r.Signal != "" {
 		ex += " (" + r.Signal + ")"
@@ -144,6 +150,9 @@ func showRecord(io stdio, r journal.Record) {
 	fmt.Fprintf(w, "outcome:   %s\n", r.Outcome)
 	if r.Notice != "" {
 		fmt.Fprintf(w, "notice:    %s\n", r.Notice)
+	}
+	for _, m := range r.Machine {
+		fmt.Fprintf(w, "machine:   %s, commit %s (%d %s)\n", m.Target, m.ID, len(m.Paths), map[bool]string{true: "path", false: "paths"}[len(m.Paths) == 1])
 	}
 	for _, p := range r.Points {
 		fmt.Fprintf(w, "workspace: %s\n  before:  %s\n", p.Root, p.Before)
@@ -177,7 +186,11 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 		return backHost(j, r, io, getenv)
 	}
 	if len(r.Machine) > 0 {
-		return backMachine(j, r, io, force)
+		// A workspace step kept for what it wrote beyond its workspace
+		// (escalate: commit) has both: the machine first, last done.
+		if err := backMachine(j, r, io, force); err != nil || len(r.Points) == 0 {
+			return err
+		}
 	}
 	if len(r.Points) == 0 {
 		return fmt.Errorf("step %d took no checkpoint (outcome: %s); there is nothing to go back to", n, r.Outcome)

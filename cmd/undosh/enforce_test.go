@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,82 +76,174 @@ func leftMounts(t *testing.T, dir string) []string {
 }
 
 // A step the classifier puts in git, but which writes /etc (through a
-// program it cannot read), is stopped by the kernel: /etc is unchanged,
-// the workspace is rolled back, and the notice names the path, the class
-// the step needs and the command that runs it there. Run there, it
-// succeeds in the copy.
+// program it cannot read), writes /etc only in its view of the machine:
+// what undosh then does is the policy's escalate. A step that fails has
+// it dropped, whatever escalate says.
 func TestEnforceMisclassifiedStep(t *testing.T) {
-	needEnforcement(t)
-	env, ws := enforceEnv(t)
-	p := harmless(t)
-	tool := "open('kept.txt', 'w').write('changed\\n')\nopen('" + p + "', 'w').write('x')\n"
-	if err := os.WriteFile(filepath.Join(ws, "tool.py"), []byte(tool), 0o644); err != nil {
-		t.Fatal(err)
+	needForkEngine(t)
+	tool := func(p string, code int) string {
+		return fmt.Sprintf("import sys\nopen('kept.txt', 'w').write('changed\\n')\nopen('%s', 'w').write('x')\nsys.exit(%d)\n", p, code)
 	}
-	got := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 tool.py")
-	if got.code == 0 {
-		t.Fatalf("the step that writes %s passed under enforcement: %+v", p, got)
+	setup := func(t *testing.T, escalate string, code int) (env []string, ws, p string) {
+		env, ws = enforceEnv(t)
+		p = harmless(t)
+		if err := os.WriteFile(filepath.Join(ws, "tool.py"), []byte(tool(p, code)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return append(env, writePolicy(t, "version: 1\nescalate: "+escalate+"\n")), ws, p
 	}
-	if _, err := os.Lstat(p); !os.IsNotExist(err) {
-		t.Fatalf("%s exists: enforcement did not stop the write (%v)", p, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
-		t.Errorf("kept.txt = %q: the failed step was not rolled back", b)
-	}
-	for _, want := range []string{"rolled back 1 file", "stopped writing " + p, "it needs class fork",
-		"undoctl run --fork -- bash -c 'python3 tool.py'"} {
-		if !strings.Contains(got.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, got.stderr)
+	check := func(t *testing.T, ws, p, kept string, etc bool) {
+		t.Helper()
+		if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != kept {
+			t.Errorf("kept.txt = %q, want %q", b, kept)
+		}
+		if _, err := os.Lstat(p); (err == nil) != etc {
+			t.Errorf("%s exists: %v, want %v", p, err == nil, etc)
+		}
+		if left := leftMounts(t, ws); len(left) > 0 {
+			t.Errorf("mounts left behind on the host:\n%s", strings.Join(left, "\n"))
 		}
 	}
-	if rec := lastRecord(t, env); !strings.Contains(rec["notice"].(string), "it needs class fork") {
-		t.Errorf("the journal's notice lacks the hint: %v", rec["notice"])
-	}
-	if left := leftMounts(t, ws); len(left) > 0 {
-		t.Errorf("mounts left behind on the host:\n%s", strings.Join(left, "\n"))
-	}
 
-	// At the class it needs, it runs in a copy of the machine.
-	if os.Getuid() != 0 {
-		t.Skip("rerunning at fork needs the local fork engine (root)")
-	}
-	needForkEngine(t)
-	rerun := runWith(t, undoctlBin, ws, env, "undoctl", "run", "--fork", "--", "bash", "-c", "python3 tool.py")
-	if rerun.code != 0 {
-		t.Fatalf("undoctl run --fork: %+v", rerun)
-	}
-	if b, err := os.ReadFile(p); err != nil || string(b) != "x" {
-		t.Errorf("%s after the run at fork: %q, %v", p, b, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "changed\n" {
-		t.Errorf("kept.txt = %q after the run at fork", b)
-	}
+	t.Run("commit", func(t *testing.T) {
+		env, ws, p := setup(t, "commit", 0)
+		got := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 tool.py")
+		if got.code != 0 || len(undoshLines(got.stderr)) != 1 ||
+			!strings.Contains(got.stderr, "wrote "+p+": kept as a machine step would be; undo it with: undoctl back 1") {
+			t.Fatalf("kept step: %+v", got)
+		}
+		check(t, ws, p, "changed\n", true)
+		rec := lastRecord(t, env)
+		if esc, _ := rec["escalated"].(map[string]any); esc["how"] != "commit" || esc["to"] != "fork" || rec["outcome"] != "committed" || rec["machine"] == nil {
+			t.Errorf("journal: %v", rec)
+		}
+		back := runWith(t, undoctlBin, ws, env, "undoctl", "back", "1")
+		if back.code != 0 {
+			t.Fatalf("undoctl back 1: %+v", back)
+		}
+		check(t, ws, p, "before\n", false)
+	})
+	t.Run("rerun", func(t *testing.T) {
+		env, ws, p := setup(t, "rerun", 0)
+		got := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 tool.py")
+		if got.code != 0 || !strings.Contains(got.stderr, "wrote "+p+": everything it changed was put back") ||
+			!strings.Contains(got.stderr, "it runs again as a machine step") {
+			t.Fatalf("rerun step: %+v", got)
+		}
+		check(t, ws, p, "changed\n", true) // committed from the copy
+		recs := journalRecords(t, env)
+		if len(recs) != 2 || recs[0]["outcome"] != "rolled back" || recs[1]["class"] != "fork" ||
+			recs[1]["outcome"] != "committed" || recs[1]["rerun_of"] != float64(1) {
+			t.Errorf("journal: %v", recs)
+		}
+	})
+	t.Run("rerun with a pipe on stdin", func(t *testing.T) {
+		env, ws, p := setup(t, "rerun", 0)
+		cmd := exec.Command(undoshBin, "-c", "python3 tool.py")
+		cmd.Dir, cmd.Env = ws, env
+		cmd.Stdin = strings.NewReader("data")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(stderr.String(), "cannot run again as a machine step: its standard input is a pipe") {
+			t.Fatalf("exit %v, stderr %q", err, stderr.String())
+		}
+		check(t, ws, p, "before\n", false)
+	})
+	t.Run("refuse", func(t *testing.T) {
+		env, ws, p := setup(t, "refuse", 0)
+		got := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 tool.py")
+		lines := undoshLines(got.stderr)
+		if got.code != 126 || len(lines) != 2 || !strings.HasPrefix(lines[0], "undosh: refused: step 1, run as a workspace step, wrote "+p) ||
+			!strings.Contains(lines[0], "rolled back 1 file") || lines[1] != "undosh: hint: run it as a machine step: undoctl run --fork -- bash -c 'python3 tool.py'" {
+			t.Fatalf("refused step: %+v", got)
+		}
+		check(t, ws, p, "before\n", false)
+		if rec := lastRecord(t, env); rec["outcome"] != "refused" {
+			t.Errorf("journal: %v", rec)
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		env, ws, p := setup(t, "commit", 3)
+		got := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 tool.py")
+		if got.code != 3 || !strings.Contains(got.stderr, "rolled back 1 file") || !strings.Contains(got.stderr, "what it wrote beyond its workspace ("+p+") was dropped too") {
+			t.Fatalf("failed step: %+v", got)
+		}
+		check(t, ws, p, "before\n", false)
+		if esc, _ := lastRecord(t, env)["escalated"].(map[string]any); esc["how"] != "drop" {
+			t.Errorf("journal: %v", lastRecord(t, env))
+		}
+	})
+	t.Run("verify fails", func(t *testing.T) {
+		env, ws, p := setup(t, "commit", 0)
+		got := runWith(t, undoshBin, ws, append(env, writePolicy(t, "version: 1\nverify: \"test ! -e "+p+"\"\n")), "bash", "-c", "python3 tool.py")
+		if got.code != 1 || !strings.Contains(got.stderr, "and passed, but verify `test ! -e") || !strings.Contains(got.stderr, "everything it changed was put back (rolled back 1 file") {
+			t.Fatalf("step whose verify fails: %+v", got)
+		}
+		check(t, ws, p, "before\n", false)
+	})
+
+	// With a hard limit (no view: the fork engine is off), the kernel
+	// refuses the write; the notice names the path and the command that
+	// runs the step as a machine step.
+	t.Run("hard limit", func(t *testing.T) {
+		env, ws, p := setup(t, "commit", 0)
+		env = append(env, "UNDOSH_NO_FORK_ENGINE=1")
+		got := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 tool.py")
+		if got.code == 0 {
+			t.Fatalf("the step that writes %s passed under a hard limit: %+v", p, got)
+		}
+		check(t, ws, p, "before\n", false)
+		for _, want := range []string{"rolled back 1 file", "stopped writing " + p, "it needs class fork",
+			"undoctl run --fork -- bash -c 'python3 tool.py'"} {
+			if !strings.Contains(got.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, got.stderr)
+			}
+		}
+	})
 }
 
-// A step the policy calls read-only runs with a read-only view of the
-// files: a write to the workspace is stopped, and the notice says it needs
-// class git. Scratch paths, /dev/null and pipes stay writable.
+// undoshLines are the lines of stderr that undosh wrote.
+func undoshLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "undosh: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A step the policy calls read-only runs under a read-only limit, exec'd
+// as a pass-through is: a write to the workspace is refused and changes
+// nothing, the step keeps the pid the caller started, and scratch paths,
+// /dev/null and pipes stay writable.
 func TestEnforceReadOnlyStep(t *testing.T) {
 	needEnforcement(t)
 	env, ws := enforceEnv(t)
 	// A program on PATH that the policy wrongly calls read-only.
 	bin := t.TempDir()
-	pol := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(pol, []byte("version: 1\ntrusted_dirs: ["+bin+"]\nrules:\n  - name: report-is-read-only\n    programs: [undosh-report]\n    class: none\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writePolicy(t, "version: 1\ntrusted_dirs: ["+bin+"]\nrules:\n  - name: report-is-read-only\n    programs: [undosh-report]\n    class: none\n")
 	if err := os.WriteFile(filepath.Join(bin, "undosh-report"), []byte("#!/bin/bash\necho scratch > \"$TMPFILE\"\necho null > /dev/null\necho out\necho x > report.txt\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	scratch := filepath.Join(os.TempDir(), "undosh-enforce-scratch-"+filepath.Base(ws))
 	t.Cleanup(func() { os.Remove(scratch) })
-	env = append(env, "UNDOSH_POLICY="+pol, "TMPFILE="+scratch, "PATH="+bin+":"+os.Getenv("PATH"))
+	env = append(env, pol, "TMPFILE="+scratch, "PATH="+bin+":"+os.Getenv("PATH"))
 	if c := runWith(t, undoctlBin, ws, env, "undoctl", "explain", "undosh-report"); !strings.Contains(c.stdout, "class:     none") {
 		t.Fatalf("the test policy does not make undosh-report read-only:\n%s%s", c.stdout, c.stderr)
 	}
-	got := runWith(t, undoshBin, ws, env, "bash", "-c", "undosh-report")
-	if got.code == 0 || got.stdout != "out\n" {
-		t.Errorf("read-only step that writes the workspace: %+v", got)
+	cmd := exec.Command(undoshBin, "-c", "echo pid $$; undosh-report")
+	cmd.Dir, cmd.Env = ws, env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil || stdout.String() != fmt.Sprintf("pid %d\nout\n", cmd.Process.Pid) {
+		t.Errorf("read-only step that writes the workspace: %v, stdout %q (want the pid undosh was started as, %d), stderr %q", err, stdout.String(), cmd.Process.Pid, stderr.String())
+	}
+	if want := "report.txt: " + refusal(); !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q: %q", want, stderr.String())
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "report.txt")); !os.IsNotExist(err) {
 		t.Errorf("report.txt exists: the read-only step wrote the workspace")
@@ -160,14 +254,18 @@ func TestEnforceReadOnlyStep(t *testing.T) {
 	if b, err := os.ReadFile(scratch); err != nil || string(b) != "scratch\n" {
 		t.Errorf("the scratch write was stopped: %q, %v", b, err)
 	}
-	for _, want := range []string{"ran read-only (class none)", "it needs class git"} {
-		if !strings.Contains(got.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, got.stderr)
-		}
-	}
 	// Off, the same step writes.
 	off := runWith(t, undoshBin, ws, append(env, "UNDOSH_ENFORCE=0"), "bash", "-c", "undosh-report")
 	if off.code != 0 {
 		t.Errorf("without enforcement: %+v", off)
 	}
+}
+
+// refusal is what the kernel answers a write the read-only limit
+// refuses: a read-only mount as root, Landlock otherwise.
+func refusal() string {
+	if m, _ := enforce.Probe(enforce.Auto); m == enforce.Landlock {
+		return "Permission denied"
+	}
+	return "Read-only file system"
 }

@@ -1140,7 +1140,9 @@ func TestNesting(t *testing.T) {
 		t.Parallel()
 		w := seedWS(t)
 		script := filepath.Join(w.root, "inner.sh")
-		r := w.run(`echo a > f; printf 'apt-get install -y foo; touch ran\n' > ` + script + `; ` + u + ` ` + script + `; echo inner=$?`)
+		// Without a view to hold it, a nested command may not go beyond
+		// the step it runs in.
+		r := w.run(`echo a > f; printf 'apt-get install -y foo; touch ran\n' > `+script+`; `+u+` `+script+`; echo inner=$?`, "UNDOSH_ENFORCE=0")
 		if r.code != 0 || r.stdout != "inner=126\n" {
 			t.Errorf("want the inner install refused with 126\n%s", r)
 		}
@@ -1151,6 +1153,25 @@ func TestNesting(t *testing.T) {
 		}
 		if w.exists("ran") {
 			t.Errorf("the refused inner step ran")
+		}
+	})
+	t.Run("held by a view", func(t *testing.T) {
+		t.Parallel()
+		needForkEngine(t)
+		w := seedWS(t)
+		p := harmless(t)
+		script := filepath.Join(w.root, "inner.sh")
+		// In the outer step's view, the inner one runs: what it writes
+		// beyond the workspace is the outer step's, kept as it escalates.
+		r := w.run(`printf 'echo x > ` + p + `; touch ran\n' > ` + script + `; ` + u + ` ` + script + `; echo inner=$?`)
+		if r.code != 0 || r.stdout != "inner=0\n" || !w.exists("ran") {
+			t.Errorf("want the inner step run in the outer step's view\n%s", r)
+		}
+		if lines := r.undoshLines(); len(lines) != 1 || !strings.Contains(lines[0], "wrote "+p+": kept as a machine step would be") {
+			t.Errorf("want the outer step kept for what the inner one wrote\n%s", r)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
 		}
 	})
 }

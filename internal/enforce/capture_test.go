@@ -180,6 +180,7 @@ func FuzzPlan(f *testing.F) {
 				Machine: []string{layer},
 				Shared:  []string{a},
 				Files:   []string{b},
+				Hidden:  []string{root},
 			}}
 		}
 		enc, err := p.encode(shell)
@@ -204,7 +205,7 @@ func FuzzPlan(f *testing.F) {
 			if layer != "/proc" && layer != "/dev" && layer != "/run" && layer != "/sys" {
 				want = append(want, "b"+layer)
 			}
-			want = append(want, "w"+a, "B"+b, "b/proc/sys", "R/proc/sys", "R/sys", "P/dev")
+			want = append(want, "w"+a, "B"+b, "E"+root, "b/proc/sys", "R/proc/sys", "R/sys", "P/dev")
 		}
 		if strings.Join(fields, "\x00") != strings.Join(want, "\x00") {
 			t.Errorf("fields %q, want %q", fields, want)

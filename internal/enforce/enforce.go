@@ -97,6 +97,9 @@ type View struct {
 	// Files are files bound from the machine one by one: the listening
 	// Unix sockets that lie on a layer.
 	Files []string
+	// Hidden are directories the view shows empty: where the caller
+	// keeps the layers of views, beneath a shared path.
+	Hidden []string
 }
 
 // Layer is one overlay of a [View].
@@ -178,6 +181,20 @@ func Command(self string, plan Plan, argv, env []string) (path string, newArgv, 
 	return self, newArgv, newEnv, nil
 }
 
+// Encode returns a hard limit's plan (not Capture) as limit.c reads it,
+// for a process that applies it itself: the front end, which has the
+// plan from the classifier. p.Shell must be set.
+func Encode(p Plan) (string, error) {
+	if p.Mode == Capture {
+		return "", errors.New("enforce: a view is for undosh's own child")
+	}
+	enc, err := p.encode(p.Shell)
+	if err != nil {
+		return "", fmt.Errorf("enforce: %w", err)
+	}
+	return enc, nil
+}
+
 // encode writes the plan as limit.c reads it (undosh_plan_parse):
 // `2 MODE CLASS` and then fields ` TAG LEN:BYTES`, each prefixed by its
 // length so that no byte of it needs escaping.
@@ -247,6 +264,9 @@ func (p Plan) encode(shell string) (string, error) {
 	}
 	for _, f := range v.Files {
 		field('B', "file of the machine", f)
+	}
+	for _, h := range v.Hidden {
+		field('E', "hidden directory", h)
 	}
 	// The kernel's settings stay the machine's, read-only.
 	field('b', "tree of the machine", "/proc/sys")

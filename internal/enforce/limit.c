@@ -282,6 +282,7 @@ const char *undosh_plan_parse(const char *s, struct undosh_plan *p) {
 		case 'B':
 		case 'R':
 		case 'P':
+		case 'E':
 			break;
 		default:
 			free(str);
@@ -799,6 +800,13 @@ static void apply_capture(struct undosh_plan *p) {
 			break;
 		case 'B':
 			bind_into(root, f->s, 0, "bind a mount of the machine");
+			break;
+		case 'E':
+			target = join(root, f->s);
+			if (mount("undosh-fork", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=4k") != 0) {
+				fail("hide a directory of the view", errno, f->s, hint_ns);
+			}
+			free(target);
 			break;
 		case 'R':
 		case 'P':

@@ -47,7 +47,7 @@ struct undosh_plan {
 // an overlay, whose mount point is followed by u (its upper directory)
 // and k (its work directory); b a recursive bind of a host tree, B a
 // bind of one mount or file; R a tree made read-only, P one mount made
-// read-only. Every path is absolute; LEN counts the bytes, so no byte of
+// read-only; E a directory covered by an empty read-only tmpfs. Every path is absolute; LEN counts the bytes, so no byte of
 // a path needs escaping (NUL excepted). It returns NULL, or what is
 // wrong; p is then incomplete (undosh_plan_free frees it either way).
 const char *undosh_plan_parse(const char *s, struct undosh_plan *p);

@@ -24,6 +24,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/policy"
 )
@@ -59,6 +60,7 @@ type Report struct {
 	Policy        PolicyInfo     `json:"policy"`
 	State         StateInfo      `json:"state"`
 	Classifier    ClassifierInfo `json:"classifier"`
+	Enforcement   Enforcement    `json:"enforcement"`
 	Examples      []ExampleCheck `json:"examples"`
 	Problems      []Problem      `json:"problems"`
 }
@@ -161,6 +163,21 @@ type ClassifierInfo struct {
 	PID int `json:"pid,omitempty"`
 }
 
+// Enforcement says how steps are held to their class (docs/enforce.md).
+type Enforcement struct {
+	// On is the policy's enforce, or $UNDOSH_ENFORCE, which From names.
+	On   bool   `json:"on"`
+	From string `json:"from"`
+	// Mechanism is the kernel's means in force here ("capture", "ns" or
+	// "landlock"), "" when there is none (Missing says why), or when the
+	// tree looked at is not this machine's.
+	Mechanism string `json:"mechanism,omitempty"`
+	Is        string `json:"is,omitempty"`
+	Missing   string `json:"missing,omitempty"`
+	// Escalate is what a step that wrote beyond its class gets.
+	Escalate string `json:"escalate,omitempty"`
+}
+
 // ExampleCheck is what undosh would do with one command.
 type ExampleCheck struct {
 	What    string `json:"what"`
@@ -226,6 +243,7 @@ func Doctor(o DoctorOptions) (Report, error) {
 	d.guards(rec, p)
 	d.state()
 	d.classifier()
+	d.enforcement(p)
 	d.examples(p)
 	return *d.rep, nil
 }
@@ -530,6 +548,33 @@ func (d *doctor) policy() *policy.Policy {
 	pi.OK = true
 	pi.Fallback = p.Host.Fallback
 	return p
+}
+
+// enforcement says whether steps are held to their class, and how: the
+// kernel's means are this machine's, so only a live root is probed.
+func (d *doctor) enforcement(p *policy.Policy) {
+	e := &d.rep.Enforcement
+	if p == nil {
+		return
+	}
+	e.On, e.From, e.Escalate = p.Enforce, "the policy's enforce", p.Escalate
+	switch d.getenv("UNDOSH_ENFORCE") {
+	case "1":
+		e.On, e.From = true, "$UNDOSH_ENFORCE=1"
+	case "0":
+		e.On, e.From = false, "$UNDOSH_ENFORCE=0"
+	}
+	if !e.On || !d.r.live() {
+		return
+	}
+	mode, ok, why := machine.Containment(d.getenv)
+	if !ok {
+		e.Missing = why
+		d.problem("steps cannot be held to their class here (%s): read-only steps get a workspace checkpoint instead, and a workspace step that writes beyond its workspace is not caught",
+			"run undosh as root (a mount namespace), or on Linux 5.13 or later with Landlock in lsm=", why)
+		return
+	}
+	e.Mechanism, e.Is = mode.String(), machine.MechanismName(mode)
 }
 
 // state looks at the state directory of the user.

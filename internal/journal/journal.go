@@ -76,7 +76,8 @@ type Record struct {
 	Egress   bool            `json:"egress,omitempty"`
 	Verdict  string          `json:"verdict"`
 	Reasons  []policy.Reason `json:"reasons,omitempty"`
-	Parent   int             `json:"parent,omitempty"` // the step this one ran inside
+	Parent   int             `json:"parent,omitempty"`   // the step this one ran inside
+	RerunOf  int             `json:"rerun_of,omitempty"` // the step this one runs again, at a higher class
 	Points   []Checkpoint    `json:"checkpoints,omitempty"`
 	// Machine lists the commits of a machine step run in a copy.
 	Machine []MachineCommit `json:"machine,omitempty"`
@@ -100,7 +101,35 @@ type Record struct {
 	// VerifyOutput is the end of what verify printed, when it failed.
 	VerifyOutput string `json:"verify_output,omitempty"`
 	HostOp       string `json:"host_op,omitempty"`
+	// Escalated is set when the step wrote beyond what its class allows.
+	Escalated *Escalation `json:"escalated,omitempty"`
 }
+
+// Escalation says that a step wrote beyond what its class allows (the
+// kernel held it in a view of the machine that caught those writes), and
+// what undosh did with them.
+type Escalation struct {
+	// To is the class the step needed: git when all it wrote beyond its
+	// class was in its workspace, fork otherwise.
+	To string `json:"to"`
+	// Paths are what it wrote there (at most the first 50).
+	Paths []string `json:"paths"`
+	// How is what undosh did: EscalateCommit, EscalateRerun,
+	// EscalateRefuse, or EscalateDrop (the step failed).
+	How string `json:"how"`
+	// Rerun is the step that ran it again, for EscalateRerun.
+	Rerun int `json:"rerun,omitempty"`
+}
+
+// What undosh did with what a step wrote beyond its class: the policy's
+// escalate, or EscalateDrop.
+const (
+	EscalateCommit = policy.EscalateCommit
+	EscalateRerun  = policy.EscalateRerun
+	EscalateRefuse = policy.EscalateRefuse
+	// EscalateDrop: the step failed, so it was put back with the rest.
+	EscalateDrop = "drop"
+)
 
 // Journal is the journal in one state directory.
 type Journal struct {

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/internal/journal"
 )
@@ -106,6 +107,50 @@ type Outcome struct {
 // Passed reports whether the step and verify passed.
 func (o Outcome) Passed() bool { return o.Status == 0 && o.VerifyStatus <= 0 && !o.TimedOut }
 
+// Engine reports whether the local fork engine can run here, and what is
+// missing when it cannot. UNDOSH_NO_FORK_ENGINE=1 turns it off (the
+// policy's host.fallback then applies).
+func Engine(getenv func(string) string) (bool, string) {
+	if getenv("UNDOSH_NO_FORK_ENGINE") != "" {
+		return false, "the local fork engine is turned off (UNDOSH_NO_FORK_ENGINE)"
+	}
+	if err := fork.Probe(); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
+}
+
+// Containment says how steps are held to their class here
+// (docs/enforce.md): in a view of the machine that catches what a
+// workspace step writes beyond its class (enforce.Capture: root, and the
+// fork engine's copies), else by the kernel's hard limit (enforce.MountNS
+// or enforce.Landlock), or not at all, with why.
+func Containment(getenv func(string) string) (mode enforce.Mode, ok bool, why string) {
+	if _, err := enforce.Probe(enforce.Capture); err == nil {
+		if ok, _ := Engine(getenv); ok {
+			return enforce.Capture, true, ""
+		}
+	}
+	m, err := enforce.Probe(enforce.Auto)
+	if err != nil {
+		return 0, false, err.Error()
+	}
+	return m, true, ""
+}
+
+// MechanismName names how Containment's mode holds a step, for people.
+func MechanismName(m enforce.Mode) string {
+	switch m {
+	case enforce.Capture:
+		return "a view of the machine for workspace steps (what they write beyond the workspace is caught, then kept or put back), a read-only mount namespace for read-only steps"
+	case enforce.MountNS:
+		return "a mount namespace in which only the step's workspace and scratch paths are writable"
+	case enforce.Landlock:
+		return "Landlock: writes beyond the step's workspace and scratch paths are refused (sudo does not work in such a step)"
+	}
+	return m.String()
+}
+
 // lock serialises machine steps.
 func lock(stateDir string) (func(), error) {
 	if stateDir == "" {
@@ -180,11 +225,39 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		return out, nil
 	}
 	defer phase("commit")
+	return out, commitPlans(&out, s)
+}
+
+// Keep commits plans, what a step wrote outside its class in a view of
+// the machine (enforce's capture mode), onto the real root as Run
+// commits a copy that passed: under the machine lock, each commit marked
+// in the journal while it runs. A conflict leaves the machine unchanged
+// and sets Outcome.Conflict; out.Status and the rest are the caller's.
+func Keep(plans []fork.Plan, s Step) (Outcome, error) {
+	out := Outcome{VerifyStatus: -1, Plans: plans}
+	for _, p := range plans {
+		out.Changes += len(p.Ops)
+	}
+	unlock, err := lock(s.StateDir)
+	if err != nil {
+		return out, fmt.Errorf("machine step lock: %w", err)
+	}
+	defer unlock()
+	return out, commitPlans(&out, s)
+}
+
+// commitPlans commits out.Plans, holding the machine lock, and records
+// the commits, the units to restart and the processes that still map
+// what they replaced. A conflict stops it before anything changed, but
+// for the plans committed before the one that conflicted: those are
+// undone.
+func commitPlans(out *Outcome, s Step) error {
 	for _, plan := range out.Plans {
 		done := func() {}
+		var err error
 		if s.Journal != nil {
 			if done, err = s.Journal.MarkRollback(journal.Rollback{Kind: journal.Machine, Step: s.ID, Root: fork.JournalDir(plan.Target)}); err != nil {
-				return out, err
+				return err
 			}
 		}
 		rec, err := fork.Commit(plan, fork.CommitOptions{Logger: s.Logger})
@@ -192,10 +265,14 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		var ce *fork.ConflictError
 		if errors.As(err, &ce) {
 			out.Conflict = ce
-			return out, nil
+			if uerr := Undo(out.Commits, false); uerr != nil {
+				return fmt.Errorf("undo the commits before a conflict: %w", uerr)
+			}
+			out.Commits = nil
+			return nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("commit the copy onto %s: %w", plan.Target, err)
+			return fmt.Errorf("commit onto %s: %w", plan.Target, err)
 		}
 		out.Commits = append(out.Commits, Commit{Target: plan.Target, JournalDir: fork.JournalDir(plan.Target), ID: rec.ID, Paths: rec.Paths})
 		if units, err := fork.ChangedUnits(plan); err == nil {
@@ -204,7 +281,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	}
 	sort.Strings(out.Units)
 	out.Mapped = mappedCommitted(out.Commits)
-	return out, nil
+	return nil
 }
 
 // verify runs s.Verify in the copy, keeping the end of its output.
