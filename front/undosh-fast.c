@@ -16,7 +16,7 @@
  * next invocations) and hands this one to undosh. See shell/serve.go for
  * the wire format.
  *
- * Build: cc -O2 -o bin/undosh-fast front/undosh-fast.c (one translation
+ * Build: cc -O2 -static -o bin/undosh-fast front/undosh-fast.c (one translation
  * unit: it includes the limits of internal/enforce/limit.c).
  */
 #define _GNU_SOURCE
@@ -202,8 +202,9 @@ static int write_all(int fd, const char *p, size_t n) {
 }
 
 /* read_some reads what comes within timeout_ms: the number of bytes,
- * 0 at the end, or -1. */
-static int read_some(int fd, char *p, size_t n, int timeout_ms) {
+ * 0 at the end, or -1. An fd sent along (SCM_RIGHTS) goes to *fdp, when
+ * none came before (more are closed). */
+static int read_some(int fd, char *p, size_t n, int timeout_ms, int *fdp) {
 	for (;;) {
 		struct pollfd pfd = {fd, POLLIN, 0};
 		int r = poll(&pfd, 1, timeout_ms);
@@ -213,9 +214,26 @@ static int read_some(int fd, char *p, size_t n, int timeout_ms) {
 		if (r <= 0) {
 			return -1;
 		}
-		ssize_t k = read(fd, p, n);
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = {p, n};
+		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+		ssize_t k = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 		if (k < 0 && errno == EINTR) {
 			continue;
+		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); k >= 0 && c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+				int got;
+				memcpy(&got, CMSG_DATA(c), sizeof got);
+				if (*fdp < 0) {
+					*fdp = got;
+				} else {
+					close(got);
+				}
+			}
 		}
 		return k < 0 ? -1 : (int)k;
 	}
@@ -233,6 +251,29 @@ int main(int argc, char **argv) {
 	if (pn <= 0 || (size_t)pn >= sizeof path || lstat(path, &st) == 0) {
 		exec_undosh(argv); /* a rollback to finish first */
 	}
+	struct buffer w = {0};
+	put(&w, "UNDOSHQ1\0\0\0\0", 12);
+	put32(&w, (uint32_t)argc);
+	for (int i = 0; i < argc; i++) {
+		putstr(&w, argv[i]);
+	}
+	size_t envc = 0;
+	while (environ[envc]) {
+		envc++;
+	}
+	put32(&w, (uint32_t)envc);
+	for (size_t i = 0; i < envc; i++) {
+		putstr(&w, environ[i]);
+	}
+	char cwd[PATH_MAX];
+	int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+	putstr(&w, have_cwd ? cwd : "");
+	if (w.bad) {
+		exec_undosh(argv);
+	}
+	uint32_t body = (uint32_t)(w.len - 12);
+	unsigned char *h = (unsigned char *)w.b + 8;
+	h[0] = body, h[1] = body >> 8, h[2] = body >> 16, h[3] = body >> 24;
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	int n = snprintf(addr.sun_path, sizeof addr.sun_path, "%s/run/classify.sock", dir);
 	if (n <= 0 || (size_t)n >= sizeof addr.sun_path) {
@@ -249,50 +290,33 @@ int main(int argc, char **argv) {
 		close(fd);
 		exec_undosh(argv);
 	}
+	/* Sent at once, before anything else: the classifier, woken by the
+	 * connection, finds the request there. The socket is in the user's
+	 * own state directory; its owner is checked before its answer is
+	 * believed. */
+	if (write_all(fd, w.b, w.len) != 0) {
+		close(fd);
+		exec_undosh(argv);
+	}
 	struct ucred cred;
 	socklen_t clen = sizeof cred;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != getuid()) {
 		close(fd);
 		exec_undosh(argv);
 	}
-	struct buffer w = {0};
-	put(&w, "UNDOSHQ1\0\0\0\0", 12);
-	put32(&w, (uint32_t)argc);
-	for (int i = 0; i < argc; i++) {
-		putstr(&w, argv[i]);
-	}
-	size_t envc = 0;
-	while (environ[envc]) {
-		envc++;
-	}
-	put32(&w, (uint32_t)envc);
-	for (size_t i = 0; i < envc; i++) {
-		putstr(&w, environ[i]);
-	}
-	char cwd[PATH_MAX];
-	putstr(&w, getcwd(cwd, sizeof cwd) ? cwd : "");
-	if (w.bad) {
-		close(fd);
-		exec_undosh(argv);
-	}
-	uint32_t body = (uint32_t)(w.len - 12);
-	unsigned char *h = (unsigned char *)w.b + 8;
-	h[0] = body, h[1] = body >> 8, h[2] = body >> 16, h[3] = body >> 24;
-	/* The answer: a verdict byte, a length, and the real shell ('E') or
-	 * the plan of the limit to exec it under ('L'). The classifier closes
-	 * the connection after it. */
+	/* The answer: a verdict byte, a length, and
+	 * the real shell ('E') or the plan of the limit to exec it under ('L',
+	 * 'N' with a namespace made under it). The classifier closes the
+	 * connection after it. */
 	static char ans[5 + 2 * 65536];
 	size_t got = 0;
-	if (write_all(fd, w.b, w.len) != 0) {
-		close(fd);
-		exec_undosh(argv);
-	}
+	int nsfd = -1;
 	for (;;) {
 		if (got == sizeof ans) {
 			close(fd);
 			exec_undosh(argv);
 		}
-		int r = read_some(fd, ans + got, sizeof ans - got, 2000);
+		int r = read_some(fd, ans + got, sizeof ans - got, 2000, &nsfd);
 		if (r < 0) {
 			close(fd);
 			exec_undosh(argv);
@@ -305,14 +329,14 @@ int main(int argc, char **argv) {
 	close(fd);
 	free(w.b);
 	uint32_t len = got < 5 ? 0 : (unsigned char)ans[1] | (unsigned char)ans[2] << 8 | (unsigned char)ans[3] << 16 | (uint32_t)(unsigned char)ans[4] << 24;
-	if (got < 5 || len == 0 || len != got - 5 || (ans[0] != 'E' && ans[0] != 'L')) {
+	if (got < 5 || len == 0 || len != got - 5 || (ans[0] != 'E' && ans[0] != 'L' && ans[0] != 'N')) {
 		exec_undosh(argv);
 	}
 	char *text = ans + 5;
 	text[len] = 0;
 	char *real = text;
 	struct undosh_plan plan;
-	if (ans[0] == 'L') {
+	if (ans[0] != 'E') {
 		if (undosh_plan_parse(text, &plan) != NULL || plan.mode == UNDOSH_MODE_CAPTURE) {
 			exec_undosh(argv);
 		}
@@ -323,9 +347,23 @@ int main(int argc, char **argv) {
 	if (stat(real, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
 		exec_undosh(argv);
 	}
-	/* Where the kernel offers no limit, undosh protects the step another
-	 * way: nothing has changed yet. */
-	if (ans[0] == 'L' && undosh_limit_apply(&plan, 1) < 0) {
+	/* 'N': a namespace made under the plan, entered at the working
+	 * directory (setns moves to the namespace's root). Else, or if that
+	 * fails, the plan applied here; where the kernel offers no limit,
+	 * undosh protects the step another way: nothing has changed yet. */
+	int entered = 0;
+	if (ans[0] == 'N' && nsfd >= 0 && have_cwd) {
+		if (setns(nsfd, CLONE_NEWNS) == 0) {
+			if (chdir(cwd) != 0) {
+				fail("return to the working directory in the read-only namespace", errno, cwd, hint_ns);
+			}
+			entered = 1;
+		}
+	}
+	if (nsfd >= 0) {
+		close(nsfd);
+	}
+	if (ans[0] != 'E' && !entered && undosh_limit_apply(&plan, 1) < 0) {
 		exec_undosh(argv);
 	}
 	execve(real, argv, environ);

@@ -55,8 +55,8 @@ var scratchTools = map[string]string{
 // writablePaths lists what a step of class c may write under its limit:
 // its workspace roots (git), the policy's scratch paths (~ is home; see
 // [scratchTools]) and undosh's state directory (a nested undosh journals
-// there). Each is absolute, real (no symbolic links) and exists; parents
-// come before what is beneath them.
+// there). Each is absolute, real (no symbolic links) and exists, and
+// none is beneath another (which holds it already).
 func writablePaths(c policy.Class, pol *policy.Policy, roots []string, home, stateDir string) []string {
 	var out []string
 	if c == policy.Git {
@@ -88,7 +88,13 @@ func writablePaths(c policy.Class, pol *policy.Policy, roots []string, home, sta
 		}
 	}
 	slices.SortStableFunc(kept, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
-	return kept
+	var top []string
+	for _, p := range kept {
+		if !under(p, top) {
+			top = append(top, p)
+		}
+	}
+	return top
 }
 
 // makeScratch reports whether the missing scratch path p (spelt s in the

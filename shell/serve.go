@@ -1,7 +1,6 @@
 package shell
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,12 +35,14 @@ import (
 //
 //	request:  "UNDOSHQ1" u32(len) payload
 //	payload:  u32(argc) {u32(n) bytes}×argc u32(envc) {u32(n) bytes}×envc u32(n) cwd
-//	answer:   'E', 'L' or 'U', u32(n), bytes
+//	answer:   'E', 'L', 'N' or 'U', u32(n), bytes
 //
 // 'E' names the real shell to exec, 'U' undosh; 'L' is the plan of the
 // read-only limit (limit.h, with the real shell in it) that the front
-// end applies before it execs the shell. The classifier closes the
-// connection after the answer.
+// end applies before it execs the shell; 'N' is the same plan, sent with
+// an fd (SCM_RIGHTS) on a mount namespace made under it, which the front
+// end enters instead (serve_ns.go). The classifier closes the connection
+// after the answer.
 //
 // The classifier trusts no field of the request for identity: it takes the
 // caller's uid and pid from the socket (SO_PEERCRED), refuses other users,
@@ -108,28 +109,70 @@ func Serve(o ServeOptions) error {
 	exe, _ := os.Executable()
 	exeInfo, _ := os.Stat("/proc/self/exe")
 	c := &classifier{stateDir: o.StateDir, exe: exe, log: log, policies: map[string]cachedPolicy{}}
+	if self, err := selfExe(); err == nil {
+		if _, err := enforce.Probe(enforce.MountNS); err == nil {
+			c.ns = &namespaces{self: self}
+			defer c.ns.closeAll()
+		}
+	}
 	c.self, _ = os.Stat("/proc/self/exe")
 	c.mntNS, _ = os.Stat("/proc/self/ns/mnt")
 	c.root, _ = os.Stat("/")
 	log.Info("classifier started", "socket", sock, "pid", os.Getpid())
+	// One request at a time, answered by the goroutine that accepted
+	// it: an answer takes tens of microseconds, and what a front end
+	// waits for is mostly wake-ups, which handing the connection to
+	// another goroutine (or thread) would add to.
+	lf, err := ln.File()
+	if err != nil {
+		return fmt.Errorf("classifier: %w", err)
+	}
+	defer lf.Close()
+	lfd := int(lf.Fd())
+	if err := unix.SetNonblock(lfd, false); err != nil {
+		return fmt.Errorf("classifier: %w", err)
+	}
+
 	for {
-		ln.SetDeadline(time.Now().Add(o.Idle))
-		conn, err := ln.AcceptUnix()
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}}, int(o.Idle/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				log.Info("classifier idle: exiting")
-				return nil
+			return fmt.Errorf("classifier: %w", err)
+		}
+		if n == 0 {
+			log.Info("classifier idle: exiting")
+			return nil
+		}
+		cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.EAGAIN) {
+				continue
 			}
 			return fmt.Errorf("classifier: %w", err)
 		}
-		go c.serve(conn)
+		c.serve(cfd)
 		// An upgraded undosh must not be answered for by the old one.
 		if st, err := os.Stat(exe); err != nil || exeInfo == nil || !os.SameFile(st, exeInfo) {
 			log.Info("classifier: executable replaced: exiting")
 			return nil
 		}
 	}
+}
+
+// planTTL is how long the classifier reuses the writable paths it found
+// for a read-only step's limit: finding them stats every scratch path
+// and looks for the tools whose caches they are. A path made since is
+// writable from the next answer on; until then a write there is refused,
+// never let through.
+const planTTL = 2 * time.Second
+
+type cachedPaths struct {
+	at    time.Time
+	paths []string
+	// inodes fingerprints the directories the paths are (serve_ns.go).
+	inodes string
 }
 
 type cachedPolicy struct {
@@ -147,25 +190,71 @@ type classifier struct {
 	mntNS    os.FileInfo
 	root     os.FileInfo
 
+	// ns keeps the read-only namespaces handed to front ends (nil when
+	// the classifier cannot make them: not root).
+	ns *namespaces
+
 	mu       sync.Mutex
 	policies map[string]cachedPolicy
+	writable map[string]cachedPaths // by policy, home and state directory
+	reals    map[string]cachedReal  // by personality, environment and front end
 }
 
-func (c *classifier) serve(conn *net.UnixConn) {
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	verdict, path := byte('U'), c.exe
-	req, peer, err := c.read(conn)
+// readOnlyPaths is writablePaths of a read-only step, and the inodes of
+// those directories, from a cache kept for planTTL.
+func (c *classifier) readOnlyPaths(pol *policy.Policy, home, stateDir string) cachedPaths {
+	key := fmt.Sprintf("%p\x00%s\x00%s", pol, home, stateDir)
+	c.mu.Lock()
+	cp, ok := c.writable[key]
+	c.mu.Unlock()
+	if ok && time.Since(cp.at) < planTTL {
+		return cp
+	}
+	paths := writablePaths(policy.None, pol, nil, home, stateDir)
+	cp = cachedPaths{at: time.Now(), paths: paths, inodes: inodes(paths)}
+	c.mu.Lock()
+	if c.writable == nil || len(c.writable) > 64 {
+		c.writable = map[string]cachedPaths{}
+	}
+	c.writable[key] = cp
+	c.mu.Unlock()
+	return cp
+}
+
+// serve answers the request on connection fd, and closes it.
+func (c *classifier) serve(fd int) {
+	defer unix.Close(fd)
+	start := time.Now()
+	// A front end that stops half way through its request, or reading
+	// the answer, is given up on after a second (it sends its request
+	// whole, at once); it then gets undosh, and so do the front ends
+	// that waited meanwhile.
+	tv := unix.Timeval{Sec: 1}
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	a := answer{verdict: 'U', text: c.exe}
+	req, peer, err := c.read(fd)
+	read := time.Since(start)
+	if err == nil {
+		a = c.answer(req, peer)
+	}
+	out := make([]byte, 5, 5+len(a.text))
+	out[0] = a.verdict
+	binary.LittleEndian.PutUint32(out[1:], uint32(len(a.text)))
+	out = append(out, a.text...)
+	var rights []byte
+	if a.ns != nil {
+		rights = unix.UnixRights(int(a.ns.Fd()))
+	}
+	if err := unix.Sendmsg(fd, out, rights, nil, unix.MSG_NOSIGNAL); err != nil {
+		c.log.Warn("classifier: answer not sent", "err", err)
+	}
 	if err != nil {
 		c.log.Warn("classifier: bad request", "err", err)
-	} else {
-		verdict, path = c.answer(req, peer)
-		c.log.Debug("answer", "verdict", string(verdict), "path", path, "pid", peer.Pid)
+		return
 	}
-	out := make([]byte, 5, 5+len(path))
-	out[0] = verdict
-	binary.LittleEndian.PutUint32(out[1:], uint32(len(path)))
-	conn.Write(append(out, path...))
+	c.log.Debug("answer", "verdict", string(a.verdict), "text", a.text, "pid", peer.Pid,
+		"read_us", read.Microseconds(), "took_us", time.Since(start).Microseconds())
 }
 
 type request struct {
@@ -174,23 +263,16 @@ type request struct {
 }
 
 // read reads one request and the credentials of its sender.
-func (c *classifier) read(conn *net.UnixConn) (request, *unix.Ucred, error) {
-	raw, err := conn.SyscallConn()
+func (c *classifier) read(fd int) (request, *unix.Ucred, error) {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		return request{}, nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	if cerr != nil {
-		return request{}, nil, cerr
 	}
 	if int(cred.Uid) != os.Getuid() {
 		return request{}, nil, fmt.Errorf("peer uid %d is not ours", cred.Uid)
 	}
-	br := bufio.NewReader(conn)
 	head := make([]byte, 12)
-	if _, err := io.ReadFull(br, head); err != nil {
+	if err := readFull(fd, head); err != nil {
 		return request{}, nil, err
 	}
 	if string(head[:8]) != "UNDOSHQ1" {
@@ -201,11 +283,28 @@ func (c *classifier) read(conn *net.UnixConn) (request, *unix.Ucred, error) {
 		return request{}, nil, fmt.Errorf("request of %d bytes", n)
 	}
 	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
+	if err := readFull(fd, body); err != nil {
 		return request{}, nil, err
 	}
 	req, err := decodeRequest(body)
 	return req, cred, err
+}
+
+// readFull reads len(b) bytes from fd, which times out (SO_RCVTIMEO).
+func readFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(fd, b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return io.ErrUnexpectedEOF
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // decodeRequest decodes a request payload.
@@ -254,18 +353,34 @@ func decodeRequest(b []byte) (request, error) {
 	return req, nil
 }
 
+// answer is what the classifier tells a front end.
+type answer struct {
+	verdict byte
+	// text is the real shell ('E'), undosh ('U') or the plan of the
+	// read-only limit ('L', and 'N' when the front end cannot enter ns).
+	text string
+	// ns, with 'N', is a namespace made under the plan, to enter instead
+	// of applying it.
+	ns *os.File
+}
+
 // answer decides one invocation: 'E' and the real shell when undosh would
-// exec it unprotected, else 'U' and undosh itself.
-func (c *classifier) answer(req request, peer *unix.Ucred) (byte, string) {
-	undosh := func() (byte, string) { return 'U', c.exe }
-	if len(req.argv) == 0 || !c.sameView(int(peer.Pid)) {
+// exec it unprotected, 'L' or 'N' when it would exec it under the
+// read-only limit, else 'U' and undosh itself.
+func (c *classifier) answer(req request, peer *unix.Ucred) answer {
+	undosh := func() answer { return answer{verdict: 'U', text: c.exe} }
+	execReal := func(real string) answer { return answer{verdict: 'E', text: real} }
+	if len(req.argv) == 0 {
+		return undosh()
+	}
+	if !c.sameView(int(peer.Pid)) {
 		return undosh()
 	}
 	env := environ(req.env)
 	getenv := func(k string) string { return env[k] }
 	inv := ParseArgs(req.argv)
-	front, _ := os.Stat("/proc/" + strconv.Itoa(int(peer.Pid)) + "/exe")
-	real, err := RealShell(inv.Personality, getenv, ConfigFile, c.self, front)
+	// The front end itself never execs itself as the real shell.
+	real, err := c.realShell(inv.Personality, getenv)
 	if err != nil {
 		return undosh()
 	}
@@ -279,7 +394,7 @@ func (c *classifier) answer(req request, peer *unix.Ucred) (byte, string) {
 	var text string
 	switch inv.Mode {
 	case ModeNothing:
-		return 'E', real
+		return execReal(real)
 	case ModeCommand:
 		text = inv.Command
 	case ModeScript:
@@ -288,7 +403,7 @@ func (c *classifier) answer(req request, peer *unix.Ucred) (byte, string) {
 			return undosh()
 		}
 		if src.passThrough {
-			return 'E', real
+			return execReal(real)
 		}
 		text = src.text
 	default:
@@ -298,33 +413,75 @@ func (c *classifier) answer(req request, peer *unix.Ucred) (byte, string) {
 	if !ok || req.cwd == "" {
 		return undosh()
 	}
-	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX})
+	// Whether a step is read-only does not depend on where its
+	// workspace is (a write there is git, elsewhere fork): no roots.
+	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}})
 	if res.Decision.Class != policy.None || res.Decision.Verdict != policy.Run || res.Decision.SyntaxErr != "" {
 		return undosh()
 	}
 	if !enforcingIn(getenv, pol) {
-		return 'E', real
+		return execReal(real)
 	}
 	if runsAsRoot(res.Facts) && peer.Uid != 0 {
 		return undosh() // Landlock would stop its sudo: undosh checkpoints it instead
 	}
-	// The front end applies the read-only limit itself, then execs.
-	plan, err := enforce.Encode(enforce.Plan{Class: policy.None.String(), Shell: real,
-		Writable: writablePaths(policy.None, pol, nil, getenv("HOME"), stateDir)})
+	// The front end applies the read-only limit itself, or enters a
+	// namespace made under it, then execs.
+	writable := c.readOnlyPaths(pol, getenv("HOME"), stateDir)
+	plan, err := enforce.Encode(enforce.Plan{Class: policy.None.String(), Shell: real, Writable: writable.paths})
 	if err != nil {
 		return undosh()
 	}
-	return 'L', plan
+	if c.ns != nil && peer.Uid == 0 {
+		if fd := c.ns.get(plan, writable.paths, writable.inodes); fd != nil {
+			return answer{verdict: 'N', text: plan, ns: fd}
+		}
+	}
+	return answer{verdict: 'L', text: plan}
 }
 
 // sameView reports whether process pid sees the files the classifier
 // sees: the same mount namespace and root directory.
 func (c *classifier) sameView(pid int) bool {
-	proc := "/proc/" + strconv.Itoa(pid)
-	ns, err1 := os.Stat(proc + "/ns/mnt")
-	root, err2 := os.Stat(proc + "/root")
-	return err1 == nil && err2 == nil && c.mntNS != nil && c.root != nil &&
-		os.SameFile(ns, c.mntNS) && os.SameFile(root, c.root)
+	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	var ns, root unix.Stat_t
+	return unix.Fstatat(dir, "ns/mnt", &ns, 0) == nil && unix.Fstatat(dir, "root", &root, 0) == nil &&
+		c.mntNS != nil && c.root != nil && sameInode(&ns, c.mntNS) && sameInode(&root, c.root)
+}
+
+func sameInode(st *unix.Stat_t, fi os.FileInfo) bool {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Dev) == uint64(sys.Dev) && st.Ino == sys.Ino
+}
+
+// realShell is RealShell for a request, from a cache kept for planTTL:
+// it stats every candidate and reads ConfigFile.
+func (c *classifier) realShell(personality string, getenv func(string) string) (string, error) {
+	key := personality + "\x00" + getenv("UNDOSH_REAL_BASH") + "\x00" + getenv("UNDOSH_REAL_SH")
+	c.mu.Lock()
+	r, ok := c.reals[key]
+	c.mu.Unlock()
+	if ok && time.Since(r.at) < planTTL {
+		return r.path, r.err
+	}
+	path, err := RealShell(personality, getenv, ConfigFile, c.self)
+	c.mu.Lock()
+	if c.reals == nil || len(c.reals) > 64 {
+		c.reals = map[string]cachedReal{}
+	}
+	c.reals[key] = cachedReal{at: time.Now(), path: path, err: err}
+	c.mu.Unlock()
+	return path, err
+}
+
+type cachedReal struct {
+	at   time.Time
+	path string
+	err  error
 }
 
 // policy loads the policy the caller's environment names, from a cache

@@ -24,6 +24,8 @@
 //	                  untimed, with $BENCH_STDOUT and $BENCH_STDERR naming
 //	                  the files that hold the run's output; if it fails,
 //	                  so does the benchmark
+//	-env NAME=KEY=VALUE  set KEY=VALUE in the environment of NAME alone
+//	                  (repeatable)
 //	-raw FILE         write every timing as CSV (round,position,name,wall_us,cpu_us,minflt)
 package main
 
@@ -50,6 +52,7 @@ type command struct {
 	argv   []string
 	status int
 	after  string
+	env    []string  // the environment: the benchmark's, with -env's
 	wall   []float64 // ms
 	cpu    []float64 // ms
 	minflt []float64
@@ -71,10 +74,11 @@ func main() {
 	warmup := flag.Int("warmup", 5, "rounds run first and not recorded")
 	dir := flag.String("dir", ".", "working directory of the commands")
 	rawFile := flag.String("raw", "", "write every timing to this CSV file")
-	var ratios, statuses, afters multi
+	var ratios, statuses, afters, envs multi
 	flag.Var(&ratios, "ratio", "A/B or A/B<=TARGET (repeatable)")
 	flag.Var(&statuses, "status", "NAME=N: expected exit status (repeatable)")
 	flag.Var(&afters, "after", "NAME=SCRIPT: untimed check after each run of NAME (repeatable)")
+	flag.Var(&envs, "env", "NAME=KEY=VALUE: an environment entry of NAME alone (repeatable)")
 	flag.Parse()
 	cmds, err := parseCommands(flag.Args())
 	if err != nil {
@@ -101,6 +105,16 @@ func main() {
 			fail(fmt.Errorf("bad -after %q: no command %s", s, name))
 		}
 		byName[name].after = script
+	}
+	for _, c := range cmds {
+		c.env = os.Environ()
+	}
+	for _, s := range envs {
+		name, kv, _ := strings.Cut(s, "=")
+		if byName[name] == nil || !strings.Contains(kv, "=") {
+			fail(fmt.Errorf("bad -env %q", s))
+		}
+		byName[name].env = append(byName[name].env, kv)
 	}
 	var rs []ratio
 	for _, s := range ratios {
@@ -253,7 +267,7 @@ func (b *bench) run(c *command) (result, error) {
 		return res, err
 	}
 	defer errf.Close()
-	attr := &syscall.ProcAttr{Dir: b.dir, Env: os.Environ(), Files: []uintptr{null.Fd(), out.Fd(), errf.Fd()}}
+	attr := &syscall.ProcAttr{Dir: b.dir, Env: c.env, Files: []uintptr{null.Fd(), out.Fd(), errf.Fd()}}
 
 	var ws syscall.WaitStatus
 	var ru syscall.Rusage

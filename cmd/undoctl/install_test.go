@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/undosh/undosh/internal/frontend"
 	"github.com/undosh/undosh/internal/install"
 )
 
@@ -43,13 +44,11 @@ func build(t *testing.T, pkg, name string) string {
 // its own.
 func buildFast(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) here: the undosh-fast front end cannot be built")
-	}
 	out := filepath.Join(t.TempDir(), "undosh-fast")
-	if b, err := exec.Command(cc, "-O2", "-o", out, "../../front/undosh-fast.c").CombinedOutput(); err != nil {
-		t.Fatalf("cc front/undosh-fast.c: %v\n%s", err, b)
+	if err := frontend.Build("../../front/undosh-fast.c", out); errors.Is(err, frontend.ErrNoCompiler) {
+		t.Skip(err)
+	} else if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

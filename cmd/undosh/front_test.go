@@ -50,8 +50,12 @@ func waitForFile(t *testing.T, name string) {
 func answers(t *testing.T, stateDir string) (e, u int) {
 	t.Helper()
 	data, _ := os.ReadFile(filepath.Join(stateDir, "run", "classify.log"))
-	// 'E' execs the real shell, 'L' execs it under the read-only limit.
-	return strings.Count(string(data), `"verdict":"E"`) + strings.Count(string(data), `"verdict":"L"`), strings.Count(string(data), `"verdict":"U"`)
+	// 'E' execs the real shell; 'L' and 'N' exec it under the read-only
+	// limit.
+	for _, v := range []string{"E", "L", "N"} {
+		e += strings.Count(string(data), `"verdict":"`+v+`"`)
+	}
+	return e, strings.Count(string(data), `"verdict":"U"`)
 }
 
 type ran struct {
@@ -220,4 +224,79 @@ func TestFastFrontEndNeverLoops(t *testing.T) {
 	if got.stdout != "ok\n" || got.code != 0 {
 		t.Errorf("with UNDOSH_REAL_BASH naming the front end: %+v", got)
 	}
+}
+
+// Through the front end, as root, a read-only step runs in a mount
+// namespace the classifier keeps made under the read-only limit: two
+// steps share it, a write outside the scratch paths is refused, and a
+// mount made on the machine meanwhile makes the classifier make another,
+// which shows it.
+func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
+	needFast(t)
+	needEnforcement(t)
+	if os.Getuid() != 0 {
+		t.Skip("the kept namespaces are root's: without root the front end applies Landlock itself")
+	}
+	t.Parallel()
+	state := t.TempDir()
+	_, ws := enforceEnv(t) // outside the scratch paths
+	classifierFor(t, state)
+	// A program the policy wrongly calls read-only.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "undosh-report"), []byte("#!/bin/sh\necho x > report.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir(), "PATH="+bin+":"+os.Getenv("PATH"),
+		writePolicy(t, "version: 1\ntrusted_dirs: ["+bin+"]\nrules:\n  - name: report-is-read-only\n    programs: [undosh-report]\n    class: none\n"))
+	host, _ := os.Readlink("/proc/self/ns/mnt")
+	ns := func() string {
+		t.Helper()
+		r := runWith(t, fastBin, ws, env, "bash", "-c", "readlink /proc/self/ns/mnt")
+		if r.code != 0 {
+			t.Fatalf("read-only step: %+v", r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	first, second := ns(), ns()
+	if first == host || first != second {
+		t.Errorf("namespaces: host %s, steps %s and %s; want both steps in one of their own", host, first, second)
+	}
+	if e, _ := answers(t, state); e < 2 || !strings.Contains(readLog(t, state), `"verdict":"N"`) {
+		t.Errorf("the classifier did not hand out a namespace (%d fast answers):\n%s", e, readLog(t, state))
+	}
+	// A read-only step that writes its workspace: refused.
+	r := runWith(t, fastBin, ws, env, "bash", "-c", "undosh-report")
+	if _, err := os.Stat(filepath.Join(ws, "report.txt")); err == nil || r.code == 0 || !strings.Contains(r.stderr, "Read-only file system") {
+		t.Errorf("a step in the read-only namespace wrote the workspace (%v): %+v", err, r)
+	}
+	// A mount made on the machine: the next step is in another namespace
+	// (whose number may be the old one's, given again), which has it.
+	mnt := filepath.Join(ws, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("undosh-test", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(mnt, "new"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := runWith(t, fastBin, ws, env, "bash", "-c", "readlink /proc/self/ns/mnt; cat mnt/new")
+		if r.code == 0 && strings.HasSuffix(r.stdout, "\nx") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a mount on the machine, a read-only step still runs in the old namespace: %+v", r)
+		}
+		time.Sleep(10 * time.Millisecond) // until the classifier's watch marks the old one stale
+	}
+}
+
+// readLog is the classifier's log.
+func readLog(t *testing.T, state string) string {
+	data, _ := os.ReadFile(filepath.Join(state, "run", "classify.log"))
+	return string(data)
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/undosh/undosh/internal/frontend"
 )
 
 // undoshBin and undoctlBin are built once for the tests in this package:
@@ -31,14 +34,13 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	if cc, err := exec.LookPath("cc"); err == nil {
-		fastBin = filepath.Join(dir, "undosh-fast")
-		out, err := exec.Command(cc, "-O2", "-Wall", "-o", fastBin, "../../front/undosh-fast.c").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build undosh-fast: %v\n%s", err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+	fastBin = filepath.Join(dir, "undosh-fast")
+	if err := frontend.Build("../../front/undosh-fast.c", fastBin); errors.Is(err, frontend.ErrNoCompiler) {
+		fastBin = ""
+	} else if err != nil {
+		fmt.Fprintf(os.Stderr, "build undosh-fast: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	// Let the binaries be run by other users (tests as nobody).
 	os.Chmod(dir, 0o755)

@@ -496,7 +496,7 @@ const classifierName = "undosh-classifier"
 // readFast reads the front end to install, refusing anything that is not
 // undosh-fast.
 func readFast(name string) ([]byte, error) {
-	hint := "build it (cc -O2 -o DIR/undosh-fast front/undosh-fast.c) and name it with --fast PATH, or install without it: --no-fast"
+	hint := "build it (cc -O2 -static -o DIR/undosh-fast front/undosh-fast.c) and name it with --fast PATH, or install without it: --no-fast"
 	st, err := os.Stat(name)
 	if err != nil {
 		return nil, &Error{Msg: fmt.Sprintf("undosh-fast binary %s: %v", name, errors.Unwrap(err)), Fix: hint, Err: err}

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/frontend"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/shell"
 )
@@ -69,9 +70,8 @@ var (
 // fastBinary builds the undosh-fast front end once, with cc.
 func fastBinary(t *testing.T) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) here: the undosh-fast front end cannot be built")
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip(frontend.ErrNoCompiler)
 	}
 	undoshBinary(t) // makes buildDir
 	name := filepath.Join(buildDir, "front", "undosh-fast")
@@ -79,10 +79,7 @@ func fastBinary(t *testing.T) string {
 		if fastErr = os.Mkdir(filepath.Dir(name), 0o755); fastErr != nil {
 			return
 		}
-		out, err := exec.Command(cc, "-O2", "-o", name, "../../front/undosh-fast.c").CombinedOutput()
-		if err != nil {
-			fastErr = fmt.Errorf("cc front/undosh-fast.c: %v\n%s", err, out)
-		}
+		fastErr = frontend.Build("../../front/undosh-fast.c", name)
 	})
 	if fastErr != nil {
 		t.Fatal(fastErr)
