@@ -47,7 +47,11 @@ type Control struct {
 	tty   string
 	ptmx  *os.File
 	relay *outputRelay
+	pid   int
 }
+
+// PID is the process id of the program.
+func (c *Control) PID() int { return c.pid }
 
 // TTY is the path of the PTY's terminal end (/dev/pts/N), for a program
 // that should write to the session's screen or read its keyboard without
@@ -199,7 +203,7 @@ func Run(ctx context.Context, opts Options) (status int, err error) {
 	outDone := make(chan error, 1)
 	go func() { outDone <- relay.run(opts.Stdout, ptmx) }()
 	if opts.Started != nil {
-		opts.Started(&Control{tty: tty.Name(), ptmx: ptmx, relay: relay})
+		opts.Started(&Control{tty: tty.Name(), ptmx: ptmx, relay: relay, pid: cmd.Process.Pid})
 	}
 
 	var in *inputRelay

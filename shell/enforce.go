@@ -318,9 +318,15 @@ func (l *limit) caught(roots []string) *beyond {
 	if err := unix.Mount("", l.copy.Dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		return &beyond{err: fmt.Errorf("stop the view's writes: %w", err)}
 	}
+	return l.diff(roots, l.copy.T0)
+}
+
+// diff returns what the view's layers hold that the machine does not, or
+// nil; a path of the machine changed at or after t0 is a conflict.
+func (l *limit) diff(roots []string, t0 time.Time) *beyond {
 	b := &beyond{}
 	for _, o := range l.copy.Overlays {
-		plan, err := fork.Diff(fork.Layer{Target: o.Mount, Upper: o.Upper, T0: l.copy.T0},
+		plan, err := fork.Diff(fork.Layer{Target: o.Mount, Upper: o.Upper, T0: t0},
 			fork.DiffOptions{Seeded: l.copy.Seeded, Mirrored: l.copy.Mirrored, Include: roots})
 		var re *fork.RefusedError
 		if errors.As(err, &re) {
@@ -333,6 +339,9 @@ func (l *limit) caught(roots []string) *beyond {
 		if err != nil {
 			b.err = err
 			continue
+		}
+		if t0.After(l.copy.T0) {
+			plan.Ops = since(plan, t0)
 		}
 		if len(plan.Ops) == 0 {
 			continue
@@ -349,6 +358,22 @@ func (l *limit) caught(roots []string) *beyond {
 	}
 	b.paths = topPaths(b.paths)
 	return b
+}
+
+// since keeps the operations of plan whose entry in the upper directory
+// changed at or after t0: in a session's view, those the line that began
+// then made. An earlier line's entry that now differs from the machine
+// differs because the machine changed since; it is not this line's.
+func since(plan fork.Plan, t0 time.Time) []fork.Op {
+	var kept []fork.Op
+	for _, op := range plan.Ops {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(plan.Upper, op.Path), &st) == nil && time.Unix(st.Ctim.Unix()).Before(t0) {
+			continue
+		}
+		kept = append(kept, op)
+	}
+	return kept
 }
 
 // topPaths keeps the paths that are not beneath another one of the list

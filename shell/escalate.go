@@ -128,8 +128,10 @@ func relayText(name, text string) (*os.File, error) {
 func (g *gitStep) escalate(b *beyond, st status) int {
 	r, rec := g.r, &g.rec
 	how := r.escalation()
-	if b.err != nil {
-		how = policy.EscalateRefuse // what cannot be committed cannot be kept
+	if b.err != nil || g.view != nil && how == policy.EscalateRerun {
+		// What cannot be committed cannot be kept; a line of a session
+		// cannot run again.
+		how = policy.EscalateRefuse
 	}
 	what := fmt.Sprintf("step %d, run as a workspace step, wrote %s", g.step.ID, beyondText(b))
 	switch how {
@@ -214,15 +216,20 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 }
 
 // putBack rolls the workspace back before the step, for why (a phrase
-// after "step N"), and returns what it did, for a notice.
+// after "step N"), and puts back what a session's view caught, and
+// returns what it did, for a notice.
 func (g *gitStep) putBack(why string) string {
 	rec := g.rec
 	g.r.rollback(g.j, g.step, g.stores, &rec, why)
 	g.rec.Points, g.rec.Outcome = rec.Points, rec.Outcome
-	if rec.Notice == "" {
-		return "everything it changed was put back (its workspace had not changed)"
+	view := ""
+	if g.viewCaught != nil {
+		view = g.dropBeyond(g.viewCaught)
 	}
-	return "everything it changed was put back (" + strings.TrimPrefix(rec.Notice, fmt.Sprintf("step %d %s: ", g.step.ID, why)) + ")"
+	if rec.Notice == "" {
+		return "everything it changed was put back (its workspace had not changed)" + view
+	}
+	return "everything it changed was put back (" + strings.TrimPrefix(rec.Notice, fmt.Sprintf("step %d %s: ", g.step.ID, why)) + ")" + view
 }
 
 // conflictPaths names the paths of a refused commit.

@@ -70,12 +70,15 @@ func (r *run) protectFed() int {
 	defer feed.Close()
 	files := append([]*os.File(nil), e.Files...)
 	files[0] = in
-	child, err := startChild(r.real, e.Argv, e.Environ, files, e.Ignored)
+	path, argv, env := s.containSession(e.Argv, e.Environ)
+	defer s.view.release()
+	child, err := startChild(path, argv, env, files, e.Ignored)
 	in.Close()
 	if err != nil {
 		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return 127
 	}
+	s.view.started(child.p.Pid)
 	f := &feeder{s: s, feed: feed}
 	f.write("__undosh_dir=" + shellQuote(s.dir) + "\n" + fedHooks)
 	f.buf.WriteString(r.src.text)
@@ -182,7 +185,7 @@ func (f *feeder) handle(m message) {
 			s.reply(m.id, "ret:"+strconv.Itoa(code))
 			return
 		}
-		git := cur.git != nil
+		git := cur.git != nil || s.view != nil // the line's end must be reported
 		if !git {
 			s.cur = nil
 		}

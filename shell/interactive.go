@@ -49,14 +49,17 @@ func (r *run) interactive() int {
 		defer close(served)
 		s.serve()
 	}()
+	path, argv, env := s.containSession(e.Argv, s.env())
+	defer s.view.release()
 	status, err := pty.Run(context.Background(), pty.Options{
-		Path:   r.real,
-		Argv:   e.Argv,
-		Env:    s.env(),
+		Path:   path,
+		Argv:   argv,
+		Env:    env,
 		Stdin:  e.Stdin,
 		Stdout: os.Stdout,
 		Started: func(c *pty.Control) {
 			s.ctl = c
+			s.view.started(c.PID())
 			close(s.ready)
 		},
 	})
@@ -89,12 +92,17 @@ type session struct {
 	lastKept   string
 	cur        *line
 	saidUnseen bool
+	// view is the view of the machine the session's bash runs in, or nil
+	// (sessionView).
+	view *sessionView
 }
 
 // line is the command line between its begin and its end.
 type line struct {
 	git    *gitStep
 	forget int // the history entry to delete once it ends, or 0
+	run    *run
+	start  time.Time
 }
 
 // newSession makes the session's private directory, its two named pipes
@@ -411,7 +419,7 @@ func (s *session) beginInteractive(prev int, m beginMsg) string {
 	// bash ends the line of the last note when it drops a line, unless
 	// it was interrupted already (its hook is gone), and ended it first.
 	s.notes.settle(action == "skip" && alive(m.pid))
-	if action == "run" && (cur.git != nil || cur.forget > 0) {
+	if action == "run" && (cur.git != nil || cur.forget > 0 || s.view != nil) {
 		return "end" // the line's end must be reported
 	}
 	if action == "run" {
@@ -473,6 +481,7 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 	start := time.Now()
 	env, envMap := parseExports(m.exports)
 	lr := s.lineRun(text, m.cwd, env, envMap)
+	cur.run, cur.start = lr, start
 	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen, Terminal: s.ctl != nil}).Decision
 	if unseen != "" && lr.dec.Class == policy.Fork {
 		// A line undosh cannot read cannot run anywhere but in the
@@ -541,10 +550,17 @@ func (s *session) finishLocked(code int) int {
 		return 0
 	}
 	s.cur = nil
+	var b *beyond
+	if s.view != nil && cur.run != nil {
+		b = s.view.caught(cur.roots(), cur.start)
+	}
 	if cur.git != nil {
+		cur.git.view, cur.git.viewCaught = s.view, b
 		cur.git.finish(status{code: code}) // 128+n for a signal: a failure like any other
 		cur.git.close()
 		_ = os.WriteFile("/proc/self/comm", []byte(s.comm), 0)
+	} else if b != nil {
+		s.settleLine(cur, b, code)
 	}
 	s.settle()
 	return cur.forget
@@ -566,7 +582,7 @@ func (s *session) lineRun(text, cwd string, env []string, envMap map[string]stri
 	e.Files = []*os.File{nil, nil, nil}
 	e.DieBy = func(syscall.Signal) {} // a line's death is not the session's
 	e.Exec = func(string, []string, []string) error { return errors.New("a session line is not exec'd") }
-	return &run{e: &e, beforeStep: s.settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap,
+	return &run{e: &e, beforeStep: s.settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap, inView: s.view != nil,
 		inv: Invocation{Argv: e.Argv, Personality: "bash", Mode: ModeCommand, Command: text}, src: source{text: text}}
 }
 

@@ -380,6 +380,10 @@ type gitStep struct {
 	start  time.Time
 	// lim is the limit the step runs under, nil for none.
 	lim *limit
+	// view, for a line of a session in a view, is that view, and
+	// viewCaught what the line wrote beyond its workspace there.
+	view       *sessionView
+	viewCaught *beyond
 	// stdin is where its standard input was, for a rerun.
 	stdin stdinMark
 	// hint, when set, says where a hard limit stopped the step; it is
@@ -422,7 +426,7 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
 		return nil, exit.Usage, false
 	}
-	markSupervising(d.Class, false)
+	markSupervising(d.Class, r.inView)
 	return g, 0, true
 }
 
@@ -446,6 +450,9 @@ func (g *gitStep) finish(st status) int {
 		rec.Signal = unix.SignalName(st.sig)
 	}
 	b := g.lim.caught(d.Roots)
+	if g.view != nil {
+		b = g.viewCaught
+	}
 	code := st.code
 	failure := ""
 	switch {
@@ -476,7 +483,7 @@ func (g *gitStep) finish(st status) int {
 	}
 	if b != nil {
 		rec.Escalated = b.record(journal.EscalateDrop)
-		dropped := fmt.Sprintf("what it wrote beyond its workspace (%s) was dropped", beyondText(b))
+		dropped := fmt.Sprintf("what it wrote beyond its workspace (%s) was dropped", beyondText(b)) + g.dropBeyond(b)
 		if rec.Notice == "" {
 			rec.Notice = fmt.Sprintf("step %d %s; %s", g.step.ID, failure, dropped)
 		} else {

@@ -154,6 +154,9 @@ type run struct {
 	// runsAsRoot: the parser saw the step run a command through sudo (or
 	// doas, su, runuser), which Landlock's no_new_privs would stop.
 	runsAsRoot bool
+	// inView: a line of a session whose bash runs in a view of the
+	// machine (session_view.go).
+	inView bool
 	// ctx, when set, ends a step run in a copy of the machine early (an
 	// interactive line whose user gave up on it).
 	ctx context.Context

@@ -749,3 +749,86 @@ func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, <-chan string) {
 	}()
 	return in, lines
 }
+
+// As root, a session's bash runs in a view of the machine: what a line
+// writes beyond its workspace is kept when the line passes, and put back
+// (in the session too) when it fails.
+func TestSessionViewPipeFed(t *testing.T) {
+	needForkEngine(t)
+	t.Parallel()
+	ws := sessWorkspace(t)
+	kept, dropped := harmless(t), harmless(t)
+	sessWrite(t, filepath.Join(ws, "tool.py"), "import sys\nopen(sys.argv[1], 'w').write('x\\n')\nsys.exit(int(sys.argv[2]))\n")
+	state := t.TempDir()
+	cmd := exec.Command(undoshBin)
+	cmd.Args = []string{"bash"}
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "UNDOSH_STATE_DIR=" + state,
+		"UNDOSH_REAL_BASH=/bin/bash", "UNDOSH_POLICY=-"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	in, lines := startPiped(t, cmd)
+	// ask runs line, then prints the marker it waits for, and ends with
+	// status (the line's status, which decides).
+	ask := func(line string, status int) string {
+		t.Helper()
+		fmt.Fprintf(in, "%s; echo end; (exit %d)\n", line, status)
+		var got string
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the session ended at %q; stderr:\n%s", line, stderr.String())
+				}
+				if l == "end\n" {
+					return got
+				}
+				got += l
+			case <-time.After(sessWait):
+				cmd.Process.Kill()
+				t.Fatalf("no answer to %q; stderr:\n%s", line, stderr.String())
+			}
+		}
+	}
+	host, _ := os.Readlink("/proc/self/ns/mnt")
+	if ns := ask("readlink /proc/self/ns/mnt", 0); ns == host+"\n" {
+		t.Errorf("the session's bash runs in the machine's mount namespace")
+	}
+	ask("python3 tool.py "+kept+" 0", 0)
+	ask("python3 tool.py "+dropped+" 0", 3)
+	if got := ask(fmt.Sprintf("cat %s; test -e %s || echo gone", kept, dropped), 0); got != "x\ngone\n" {
+		t.Errorf("the session sees %q, want the kept file and not the dropped one", got)
+	}
+	in.Close()
+	cmd.Wait()
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "x\n" {
+		t.Errorf("%s on the machine: %q, %v", kept, b, err)
+	}
+	if _, err := os.Stat(dropped); err == nil {
+		t.Errorf("%s reached the machine", dropped)
+	}
+	for _, want := range []string{"wrote " + kept + ": kept as a machine step would be", "what it wrote beyond its workspace (" + dropped + ") was dropped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// The same on a terminal: a failing line's write beyond the workspace is
+// gone from the session and the machine.
+func TestSessionViewInteractive(t *testing.T) {
+	needForkEngine(t)
+	t.Parallel()
+	tm := newTerm(t, undoshBin+" -i", "")
+	p := harmless(t)
+	sessWrite(t, filepath.Join(tm.ws, "tool.py"), "import sys\nopen(sys.argv[1], 'w').write('x\\n')\nsys.exit(1)\n")
+	if out := tm.line("python3 tool.py " + p); !strings.Contains(out, "was dropped") {
+		t.Errorf("want the notice that the write was dropped; got %q", out)
+	}
+	if out := tm.line("test -e " + p + " || echo gone"); out != "gone\n" {
+		t.Errorf("the session still sees %s: %q", p, out)
+	}
+	if _, err := os.Stat(p); err == nil {
+		t.Errorf("%s reached the machine", p)
+	}
+}

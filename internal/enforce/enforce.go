@@ -302,6 +302,36 @@ func decodePlan(s string) (mode Mode, class string, fields []string, err error) 
 	return Mode(p.mode), C.GoString(p.class), fields, nil
 }
 
+// ViewSyncName is the argv[0] under which undosh's executable puts paths
+// of a view back as the machine has them ([SyncCommand]).
+const ViewSyncName = C.UNDOSH_VIEW_SYNC_NAME
+
+// How [SyncCommand] puts a path of a view back.
+const (
+	PutRemove = 'a' // the machine has none: remove it from the view
+	PutCopy   = 'c' // copy it, whole, from the machine
+	PutMeta   = 'm' // a directory whose mode, owner and times alone changed
+)
+
+// Put is one path of a view to put back as the machine has it.
+type Put struct {
+	Path string
+	How  byte // PutRemove, PutCopy or PutMeta
+}
+
+// SyncCommand returns the argv that, run with undosh's executable,
+// enters the view that process pid is in and puts puts back as the
+// machine has them: through the view's overlay, whose upper directory
+// must never be written while it is mounted. It needs CAP_SYS_ADMIN
+// (setns) and exits 0 when all went well.
+func SyncCommand(pid int, puts []Put) []string {
+	argv := []string{ViewSyncName, strconv.Itoa(pid)}
+	for _, p := range puts {
+		argv = append(argv, string(p.How)+":"+p.Path)
+	}
+	return argv
+}
+
 // Main is for a main whose argv[0] is [Name]. The constructor always
 // takes such a process over before main runs, in a binary built with
 // glibc or musl; reaching Main means it did not, so Main says so on stderr

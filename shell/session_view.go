@@ -1,0 +1,210 @@
+package shell
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/enforce"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/policy"
+)
+
+// A session's bash (interactive, or fed on a pipe) lives for many lines,
+// so it runs under the limit of a workspace step for the whole session:
+// as root in a view of the machine whose shared paths are the session's
+// workspace and the scratch paths, else under the hard limit. A line
+// classed fork still runs in a copy of the machine, as before.
+//
+// In a view, every line reports its end, and what it wrote beyond the
+// shared paths is settled as a one-shot step's is (escalate.go), with
+// one difference: the view lives on, so what must be put back is put
+// back through it (enforce.SyncCommand), from the machine's own copy,
+// and a line cannot be run again (rerun is refused).
+
+// sessionView is a session's view of the machine.
+type sessionView struct {
+	lim *limit
+	pid int // the session's bash, which is in the view
+}
+
+// containSession prepares the session's bash (argv, env) under the
+// limit of a workspace step, and returns what to run; s.view is set when
+// the limit is a view. Without a limit the bash runs as it is.
+func (s *session) containSession(argv, env []string) (path string, nargv, nenv []string) {
+	r := s.r
+	if !r.enforcing() {
+		return r.real, argv, env
+	}
+	if len(r.dec.Roots) == 0 {
+		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
+	}
+	l, why := r.contain(policy.Git, argv, env)
+	if l == nil {
+		if why != sudoKept {
+			r.noLimitNote(why)
+		}
+		return r.real, argv, env
+	}
+	if l.copy != nil {
+		s.view = &sessionView{lim: l}
+	}
+	return l.path, l.argv, l.env
+}
+
+// started records the session's bash, once it runs.
+func (v *sessionView) started(pid int) {
+	if v != nil {
+		v.pid = pid
+	}
+}
+
+// release discards the view's copy, once the session is over.
+func (v *sessionView) release() {
+	if v != nil {
+		v.lim.release()
+	}
+}
+
+// caught returns what the line that started at start wrote beyond the
+// shared paths, or nil; the view goes on. roots are the line's
+// workspace roots.
+func (v *sessionView) caught(roots []string, start time.Time) *beyond {
+	if v == nil {
+		return nil
+	}
+	return v.lim.diff(roots, start)
+}
+
+// putBack puts back, through the view, what b holds, as the machine has
+// it, so that the session sees the machine again there.
+func (v *sessionView) putBack(b *beyond) error {
+	puts := putsOf(b)
+	if len(puts) == 0 {
+		return nil
+	}
+	self, err := selfExe()
+	if err != nil {
+		return err
+	}
+	argv := enforce.SyncCommand(v.pid, puts)
+	cmd := &exec.Cmd{Path: self, Args: argv, Dir: "/"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("put back %s in the session's view: %v: %s", clip(b.pathText(), 120), err, strings.TrimSpace(string(out)))
+	}
+	// What is left differs from the machine only where the machine
+	// changed since; the next line's diff shows it.
+	return nil
+}
+
+// putsOf lists how to put back each path b's plans change: a path whose
+// whole tree is copied (or removed) stands for what is beneath it.
+func putsOf(b *beyond) []enforce.Put {
+	var puts []enforce.Put
+	var whole []string
+	for _, plan := range b.plans {
+		for _, op := range plan.Ops {
+			p := filepath.Join(plan.Target, op.Path)
+			if under(p, whole) {
+				continue
+			}
+			var st unix.Stat_t
+			exists := unix.Lstat(p, &st) == nil
+			switch {
+			case !exists:
+				puts = append(puts, enforce.Put{Path: p, How: enforce.PutRemove})
+				whole = append(whole, p)
+			case op.Kind == fork.OpMeta:
+				puts = append(puts, enforce.Put{Path: p, How: enforce.PutMeta})
+			default:
+				puts = append(puts, enforce.Put{Path: p, How: enforce.PutCopy})
+				whole = append(whole, p)
+			}
+		}
+	}
+	return puts
+}
+
+// dropBeyond discards what a step's view caught beyond its workspace: a
+// one-shot step's copy goes with it, a session's view has it put back.
+// It returns "" or what went wrong, for the notice.
+func (g *gitStep) dropBeyond(b *beyond) string {
+	if g.view == nil {
+		return ""
+	}
+	if err := g.view.putBack(b); err != nil {
+		return "; " + err.Error()
+	}
+	return ""
+}
+
+// settleLine settles what a line that took no checkpoint (a read-only
+// line) wrote beyond the shared paths: kept when it passed (and the
+// policy's escalate is commit), else put back. It journals the line.
+func (s *session) settleLine(cur *line, b *beyond, code int) {
+	lr := cur.run
+	d := lr.dec
+	roots := cur.roots()
+	j, step, ok := lr.beginStep(roots)
+	if !ok {
+		return
+	}
+	rec := journal.Record{Time: cur.start, PID: os.Getpid(), Cwd: lr.cwd, Command: lr.commandText(), ID: step.ID,
+		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Exit: code}
+	what := fmt.Sprintf("step %d, run as read-only, wrote %s", step.ID, beyondText(b))
+	how := lr.escalation()
+	failed := code != 0 && d.Rollback == policy.RollbackOnFailure
+	put := func() string {
+		if err := s.view.putBack(b); err != nil {
+			return "; " + err.Error()
+		}
+		return ""
+	}
+	switch {
+	case failed:
+		rec.Escalated = b.record(journal.EscalateDrop)
+		rec.Outcome = journal.Discarded
+		rec.Notice = fmt.Sprintf("step %d failed (exit %d), run as read-only, after writing %s: that was put back%s", step.ID, code, beyondText(b), put())
+	case how != policy.EscalateCommit || b.err != nil:
+		rec.Escalated = b.record(journal.EscalateRefuse)
+		rec.Outcome = journal.Refused
+		rec.Notice = "refused: " + what + " (" + lr.escalateAt() + "; a line of a session cannot run again): that was put back" + put()
+	default:
+		rec.Escalated = b.record(journal.EscalateCommit)
+		out, err := machine.Keep(b.plans, machine.Step{StateDir: lr.stateDir, Journal: j, ID: step.ID})
+		switch {
+		case err != nil:
+			rec.Outcome = journal.Failed
+			rec.Notice = fmt.Sprintf("%s, which could not be kept (%v): that was put back%s", what, err, put())
+		case out.Conflict != nil:
+			rec.Outcome = journal.Discarded
+			rec.Notice = fmt.Sprintf("%s, which was not kept: %s changed on the machine meanwhile; that was put back%s", what, conflictPaths(out), put())
+		default:
+			rec.Machine = machineCommits(out)
+			rec.Outcome = journal.Committed
+			rec.Notice = fmt.Sprintf("%s: kept as a machine step would be; undo it with: undoctl back %d", what, step.ID)
+			machine.RestartUnits(out.Units)
+		}
+	}
+	lr.e.say(rec.Notice)
+	lr.finishStep(step, rec, cur.start, 0)
+}
+
+// roots are the line's workspace roots.
+func (cur *line) roots() []string {
+	if len(cur.run.dec.Roots) > 0 {
+		return cur.run.dec.Roots
+	}
+	return classify.WorkspaceRoots(cur.run.cwd, cur.run.env["HOME"])
+}
+
+// pathText names what b holds, for an error.
+func (b *beyond) pathText() string { return strings.Join(b.paths, ", ") }
