@@ -81,6 +81,10 @@ type Decision struct {
 	Roots     []string `json:"roots"`
 	Reasons   []Reason `json:"reasons"`
 	SyntaxErr string   `json:"syntax_error,omitempty"`
+	// Own: every command of the step is one of undosh's own tools, decided
+	// by a rule with own (and nothing else about it, not a write, adds a
+	// reason): it runs as it is, outside any limit.
+	Own bool `json:"own,omitempty"`
 }
 
 // Checks are the run-time conditions of a constrained step.
@@ -134,12 +138,15 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 			Text: text, Class: p.UnknownCode})
 	}
 	var conditions []string
+	own := len(in.Commands) > 0 && in.SyntaxError == nil && len(in.Unknown) == 0
 	for i := range in.Commands {
 		c := &in.Commands[i]
 		rs, matched, rule := p.command(c, ctx)
 		for _, r := range rs {
 			add(r)
+			own = own && rule != nil && rule.Own && r.Rule == rule.Name
 		}
+		own = own && rule != nil && rule.Own
 		if rule != nil {
 			if rule.Rollback == RollbackNever {
 				never = true
@@ -171,6 +178,7 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 	if never {
 		d.Rollback = RollbackNever
 	}
+	d.Own = own && d.Verdict == Run
 	if d.Verdict == Constrain {
 		d.Condition = strings.Join(conditions, "; ")
 	}

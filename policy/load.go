@@ -669,7 +669,7 @@ func (r *reader) size(n ast.Node) int64 {
 }
 
 var ruleKeys = []string{"name", "program", "programs", "sub", "if_args", "unless_args", "hosts", "sql",
-	"max_args", "root", "scaffold", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
+	"max_args", "root", "scaffold", "own", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
 
 func (r *reader) rule(n ast.Node) (Rule, bool) {
 	rule := Rule{At: r.at(n), Verdict: Run}
@@ -713,6 +713,8 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 			rule.Root = r.boolean(fl.value, "root")
 		case "scaffold":
 			rule.Scaffold = r.boolean(fl.value, "scaffold")
+		case "own":
+			rule.Own = r.boolean(fl.value, "own")
 		case "class":
 			rule.Class = r.class(fl.value, "class")
 			haveClass = true

@@ -197,6 +197,11 @@ type Rule struct {
 	// sources before every command): trusted as it stands even when its
 	// text cannot be read.
 	Scaffold bool
+	// Own marks undosh's own tools (undoctl): they protect what they do
+	// themselves (a restore checkpoints first, run --fork uses the fork
+	// engine), so a step made of them alone runs as it is, outside any
+	// limit ([Decision].Own).
+	Own bool
 
 	Class      Class
 	Egress     bool

@@ -48,7 +48,7 @@ func enforcingIn(getenv func(string) string, pol *policy.Policy) bool {
 // user's own when its parent exists.
 var scratchTools = map[string]string{
 	"~/.npm": "npm", "~/.yarn/berry/cache": "yarn", "~/.local/share/pnpm/store": "pnpm",
-	"~/.cargo/registry": "cargo", "~/.cargo/git": "cargo", "~/go/pkg": "go",
+	"~/.cargo/registry": "cargo", "~/.cargo/git": "cargo", "~/go/pkg": "go", "~/.config/go/telemetry": "go",
 	"~/.gradle/caches": "gradle", "~/.m2/repository": "mvn", "~/.bun/install/cache": "bun", "~/.deno": "deno",
 }
 

@@ -33,8 +33,16 @@ const fedHooks = `__undosh_pre() {
 	return $s
 }
 __undosh_end() {
-	local s=$?
+	local s=$? n a o
 	builtin printf 'end\0e\0%s\0' "$s" >"$__undosh_dir/req"
+	while IFS= builtin read -r -d '' n && IFS= builtin read -r -d '' a; do
+		[[ $n == e ]] && break
+	done <"$__undosh_dir/rep"
+	if [[ $a == cd ]]; then
+		o=${OLDPWD-}
+		builtin cd -- "$PWD" 2>/dev/null
+		OLDPWD=$o
+	fi
 	return $s
 }
 `
@@ -168,6 +176,12 @@ func (f *feeder) handle(m message) {
 	switch m.kind {
 	case "end":
 		s.endLine(m.status)
+		// In a view, the next line runs where this one left the shell.
+		a := "ok"
+		if s.followCwd() != "" {
+			a = "cd"
+		}
+		s.reply("e", a)
 	case "begin":
 		if !f.waiting {
 			s.reply(m.id, "ret:"+strconv.Itoa(m.status))

@@ -75,8 +75,18 @@ __undosh_post() {
 		__undosh_line=
 		id=e$((++__undosh_seq))
 		__undosh_send end "$id" "$s" 2>/dev/null
-		if __undosh_wait "$id" && [[ $__undosh_a == forget:* ]]; then
-			builtin history -d "${__undosh_a#forget:}" 2>/dev/null || :
+		if __undosh_wait "$id"; then
+			if [[ $__undosh_a == cd+* ]]; then
+				# A mount now covers the directory the shell is in:
+				# enter it again, as if nothing happened.
+				__undosh_a=${__undosh_a#cd+}
+				local o=${OLDPWD-}
+				builtin cd -- "$PWD" 2>/dev/null
+				OLDPWD=$o
+			fi
+			if [[ $__undosh_a == forget:* ]]; then
+				builtin history -d "${__undosh_a#forget:}" 2>/dev/null || :
+			fi
 		fi
 	fi
 	__undosh_arm

@@ -347,9 +347,23 @@ func (s *session) serve() {
 				s.histNum = n - 1
 				s.mu.Unlock()
 			}
-			s.reply(m.id, action)
+			s.reply(m.id, s.followCwd()+action)
 		}
 	}
+}
+
+// followCwd shares the workspace the shell is in now with its view, once
+// a line has ended: "cd+" when the shell must enter its directory again
+// (the hook does, keeping OLDPWD), else "".
+func (s *session) followCwd() string {
+	bound, err := s.view.follow(s.r.e.Getenv("HOME"))
+	if err != nil {
+		s.r.e.say("note: " + err.Error())
+	}
+	if bound {
+		return "cd+"
+	}
+	return ""
 }
 
 func pidOf(id string) int {
@@ -525,6 +539,9 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 			}
 		}
 	case planGit:
+		if err := s.view.share(lr.dec.Roots); err != nil {
+			lr.e.say("note: " + err.Error())
+		}
 		g, c, ok := lr.startGit(rec, start)
 		if ok {
 			cur.git = g

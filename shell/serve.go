@@ -416,10 +416,11 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	// Whether a step is read-only does not depend on where its
 	// workspace is (a write there is git, elsewhere fork): no roots.
 	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}})
-	if res.Decision.Class != policy.None || res.Decision.Verdict != policy.Run || res.Decision.SyntaxErr != "" {
+	route := routeOf(res.Decision, enforcingIn(getenv, pol))
+	if route == routeProtect || res.Decision.SyntaxErr != "" {
 		return undosh()
 	}
-	if !enforcingIn(getenv, pol) {
+	if route == routePlain {
 		return execReal(real)
 	}
 	if runsAsRoot(res.Facts) && peer.Uid != 0 {

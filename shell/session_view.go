@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ import (
 type sessionView struct {
 	lim *limit
 	pid int // the session's bash, which is in the view
+	// shared are the paths the view shares with the machine: its limit's
+	// writable paths, and the workspaces bound in since.
+	shared []string
 }
 
 // containSession prepares the session's bash (argv, env) under the
@@ -55,7 +59,7 @@ func (s *session) containSession(argv, env []string) (path string, nargv, nenv [
 		return r.real, argv, env
 	}
 	if l.copy != nil {
-		s.view = &sessionView{lim: l}
+		s.view = &sessionView{lim: l, shared: l.writable}
 	}
 	return l.path, l.argv, l.env
 }
@@ -72,6 +76,51 @@ func (v *sessionView) release() {
 	if v != nil {
 		v.lim.release()
 	}
+}
+
+// share binds the workspace roots of a line into the view, writable,
+// where the view does not share them yet (the session went to another
+// project): the line's checkpoint covers what it writes there.
+func (v *sessionView) share(roots []string) error {
+	if v == nil {
+		return nil
+	}
+	var need []string
+	for _, r := range roots {
+		if real, err := filepath.EvalSymlinks(r); err == nil && !under(real, v.shared) {
+			need = append(need, real)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	self, err := selfExe()
+	if err != nil {
+		return err
+	}
+	cmd := &exec.Cmd{Path: self, Args: enforce.BindCommand(v.pid, need), Dir: "/"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("share %s with the session's view: %v: %s", strings.Join(need, ", "), err, strings.TrimSpace(string(out)))
+	}
+	v.shared = append(v.shared, need...)
+	return nil
+}
+
+// follow shares the workspace of the directory the session's bash is in
+// now (a line went to another project), and reports whether the shell
+// must enter its directory again: a process that was in a directory
+// before a mount covered it stays beneath the mount.
+func (v *sessionView) follow(home string) (bool, error) {
+	if v == nil || v.pid == 0 {
+		return false, nil
+	}
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(v.pid) + "/cwd")
+	if err != nil {
+		return false, nil // the shell is gone
+	}
+	n := len(v.shared)
+	err = v.share(classify.WorkspaceRoots(cwd, home))
+	return len(v.shared) > n, err
 }
 
 // caught returns what the line that started at start wrote beyond the

@@ -208,13 +208,39 @@ func (r *run) main() int {
 	}
 	r.dec = res.Decision
 	r.runsAsRoot = runsAsRoot(res.Facts)
-	if r.dec.Class == policy.None && r.dec.Verdict == policy.Run {
-		if !r.enforcing() {
-			return e.exec(r.real, r.src)
-		}
+	switch routeOf(r.dec, r.enforcing()) {
+	case routePlain:
+		return e.exec(r.real, r.src)
+	case routeLimited:
 		return r.protectNone()
 	}
 	return r.protect()
+}
+
+// route is how undosh runs a decided step.
+type route int
+
+const (
+	// routeProtect: undosh protects it (a checkpoint, a copy of the
+	// machine) or refuses it.
+	routeProtect route = iota
+	// routePlain: the real shell is exec'd as it is: a read-only step
+	// with enforcement off, or undosh's own tools.
+	routePlain
+	// routeLimited: the real shell is exec'd under the read-only limit.
+	routeLimited
+)
+
+// routeOf is how a step decided d runs, with enforcement on or off; the
+// classifier answers the front end by the same rule.
+func routeOf(d policy.Decision, enforcing bool) route {
+	switch {
+	case d.Class != policy.None || d.Verdict != policy.Run:
+		return routeProtect
+	case d.Own || !enforcing:
+		return routePlain
+	}
+	return routeLimited
 }
 
 // runsAsRoot reports whether a command of the step runs as another user

@@ -113,6 +113,10 @@ type step struct {
 	desc  string
 	text  string // with @ROOT@ and @TMP@ unexpanded
 	fails bool   // written to fail
+	// fed: the step's lines are commands fed one at a time to one undosh
+	// reading them on a pipe, as session-keeping harnesses drive bash
+	// (`@@= TEXT`).
+	fed bool
 }
 
 // result is what one step did in one run.
@@ -506,15 +510,37 @@ func (r *sessionRun) do(undosh, undoctl string, s step, timeout time.Duration) (
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, undosh, "-c", text)
+	if s.fed {
+		cmd = exec.CommandContext(ctx, undosh)
+		cmd.Args = []string{"bash"}
+	}
 	cmd.Dir = r.cwd
 	cmd.Env = r.env
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var feed, marks io.WriteCloser
+	if s.fed {
+		// Each command, then a marker the feeder waits for before the
+		// next: undosh sees a pipe that goes quiet between commands.
+		pr, pw := io.Pipe()
+		marks = pw
+		cmd.Stdout = io.MultiWriter(&stdout, pw)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return result{status: -1, harm: err.Error()}, nil
+		}
+		feed = in
+		go feedLines(in, pr, strings.Split(text, "\n"))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	res := result{class: class}
 	t0 := time.Now()
 	err := cmd.Run()
+	if feed != nil {
+		feed.Close()
+		marks.Close()
+	}
 	res.wall = time.Since(t0)
 	switch {
 	case cmd.ProcessState != nil:
@@ -550,6 +576,46 @@ func (r *sessionRun) do(undosh, undoctl string, s step, timeout time.Duration) (
 		}
 	}
 	return res, nil
+}
+
+// fedMark ends the output of each command fed to a session.
+const fedMark = "@@fed-done@@"
+
+// feedLines writes each line to in, and waits until out (what the shell
+// prints) shows the marker that follows it; then it closes in.
+func feedLines(in io.WriteCloser, out io.Reader, lines []string) {
+	defer in.Close()
+	seen := make(chan struct{}, len(lines))
+	go func() {
+		buf := make([]byte, 4096)
+		var tail []byte
+		for {
+			n, err := out.Read(buf)
+			tail = append(tail, buf[:n]...)
+			for {
+				i := bytes.Index(tail, []byte(fedMark+"\n"))
+				if i < 0 {
+					break
+				}
+				tail = tail[i+len(fedMark)+1:]
+				seen <- struct{}{}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		fmt.Fprintf(in, "%s\necho %s\n", l, fedMark)
+		select {
+		case <-seen:
+		case <-time.After(time.Minute):
+			return
+		}
+	}
 }
 
 // classify asks undoctl for the step's class, as undosh will decide it:
@@ -653,11 +719,14 @@ func parseSession(text string) ([]step, error) {
 		flush()
 		s := step{n: len(steps) + 1, line: i + 1}
 		rest := l[2:]
+		if strings.HasPrefix(rest, "=") {
+			s.fed, rest = true, rest[1:]
+		}
 		if strings.HasPrefix(rest, "!") {
 			s.fails, rest = true, rest[1:]
 		}
 		if !strings.HasPrefix(rest, " ") || strings.TrimSpace(rest) == "" {
-			return nil, fmt.Errorf("line %d: a step starts with `@@ TEXT` or `@@! TEXT`", i+1)
+			return nil, fmt.Errorf("line %d: a step starts with `@@ TEXT`, `@@! TEXT` or `@@= TEXT`", i+1)
 		}
 		s.desc = strings.TrimSpace(rest)
 		steps = append(steps, s)

@@ -333,7 +333,7 @@ func printDecision(w io.Writer, cmd string, d policy.Decision) {
 		egress = "yes"
 	}
 	fmt.Fprintf(w, "command:   %s\n", cmd)
-	fmt.Fprintf(w, "class:     %s%s\n", d.Class, classNote(d.Class))
+	fmt.Fprintf(w, "class:     %s%s\n", d.Class, classNote(d))
 	fmt.Fprintf(w, "egress:    %s\n", egress)
 	fmt.Fprintf(w, "verdict:   %s\n", d.Verdict)
 	if d.Condition != "" {
@@ -368,11 +368,13 @@ func printDecision(w io.Writer, cmd string, d policy.Decision) {
 	}
 }
 
-func classNote(c policy.Class) string {
-	switch c {
-	case policy.None:
-		return " (read-only: runs straight through)"
-	case policy.Git:
+func classNote(d policy.Decision) string {
+	switch {
+	case d.Own:
+		return " (undosh's own tool: runs as it is, outside any limit)"
+	case d.Class == policy.None:
+		return " (read-only: runs straight through, under the read-only limit)"
+	case d.Class == policy.Git:
 		return " (changes workspace files: checkpoint first)"
 	}
 	return " (changes the machine: runs in a copy)"

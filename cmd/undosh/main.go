@@ -34,7 +34,7 @@ func main() {
 		if len(os.Args) == 1 {
 			os.Exit(classifier())
 		}
-	case enforce.Name, enforce.ViewSyncName: // its C constructor took over already; see enforce.Main
+	case enforce.Name, enforce.ViewSyncName, enforce.ViewBindName: // its C constructor took over already; see enforce.Main
 		os.Exit(enforce.Main(os.Stderr))
 	case fork.InitName:
 		// pid 1 of a copy of the machine (fork.Copy.Run re-executes undosh).

@@ -814,6 +814,56 @@ func TestSessionViewPipeFed(t *testing.T) {
 	}
 }
 
+// A session that goes to another project: the view shares that one too,
+// from the line after the cd on, and the shell keeps its OLDPWD.
+func TestSessionViewFollowsCd(t *testing.T) {
+	needForkEngine(t)
+	t.Parallel()
+	a, b := sessWorkspace(t), sessWorkspace(t)
+	state := t.TempDir()
+	cmd := exec.Command(undoshBin)
+	cmd.Args = []string{"bash"}
+	cmd.Dir = a
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "UNDOSH_STATE_DIR=" + state,
+		"UNDOSH_REAL_BASH=/bin/bash", "UNDOSH_POLICY=-"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	in, lines := startPiped(t, cmd)
+	ask := func(line string) string {
+		t.Helper()
+		fmt.Fprintf(in, "%s; echo end\n", line)
+		var got string
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the session ended at %q; stderr:\n%s", line, stderr.String())
+				}
+				if l == "end\n" {
+					return got
+				}
+				got += l
+			case <-time.After(sessWait):
+				cmd.Process.Kill()
+				t.Fatalf("no answer to %q; stderr:\n%s", line, stderr.String())
+			}
+		}
+	}
+	ask("cd " + b)
+	ask("echo b > g")
+	if got := ask(`cd - >/dev/null; pwd; cat "$OLDPWD/g"`); got != a+"\nb\n" {
+		t.Errorf("after cd -: %q, want %s and b", got, a)
+	}
+	in.Close()
+	cmd.Wait()
+	if strings.Contains(stderr.String(), "kept as a machine step") {
+		t.Errorf("the write in the second project was taken for a write beyond the workspace:\n%s", stderr.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(b, "g")); err != nil || string(b) != "b\n" {
+		t.Errorf("g: %q, %v", b, err)
+	}
+}
+
 // The same on a terminal: a failing line's write beyond the workspace is
 // gone from the session and the machine.
 func TestSessionViewInteractive(t *testing.T) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "enforce.h"
@@ -122,6 +123,40 @@ __attribute__((noreturn)) static void view_sync(int argc, char **argv) {
 	fail("run sh", errno, "/bin/sh", hint);
 }
 
+// view_bind binds paths of the machine (argv[2]...) into the view that
+// process argv[1] is in, writable, recursively: a session's line whose
+// workspace the view did not share yet. The clones are taken in the
+// machine's namespace, then moved onto their paths in the view.
+__attribute__((noreturn)) static void view_bind(int argc, char **argv) {
+	static const char hint[] = "the line's writes to its workspace are caught by the view, and kept or put back as writes beyond it";
+	if (argc < 3) {
+		fail("no process and paths", 0, "argv", hint_internal);
+	}
+	int n = argc - 2;
+	int *fds = calloc(n, sizeof *fds);
+	if (fds == NULL) {
+		fail("out of memory", 0, "argv", hint_internal);
+	}
+	for (int i = 0; i < n; i++) {
+		fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, argv[i + 2], 1 /* OPEN_TREE_CLONE */ | O_CLOEXEC | 0x8000 /* AT_RECURSIVE */);
+		if (fds[i] < 0) {
+			fail("clone a path of the machine", errno, argv[i + 2], hint);
+		}
+	}
+	char ns[64];
+	snprintf(ns, sizeof ns, "/proc/%s/ns/mnt", argv[1]);
+	int nsfd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (nsfd < 0 || setns(nsfd, CLONE_NEWNS) != 0) {
+		fail("enter the view", errno, ns, hint);
+	}
+	for (int i = 0; i < n; i++) {
+		if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, argv[i + 2], 0x4 /* MOVE_MOUNT_F_EMPTY_PATH */) != 0) {
+			fail("bind a path into the view", errno, argv[i + 2], hint);
+		}
+	}
+	_exit(0);
+}
+
 // dispatch runs the constructor's programs, by argv[0]'s base name.
 static void dispatch(int argc, char **argv, char **envp) {
 	const char *base = strrchr(argv[0], '/');
@@ -131,6 +166,9 @@ static void dispatch(int argc, char **argv, char **envp) {
 	}
 	if (strcmp(base, UNDOSH_VIEW_SYNC_NAME) == 0) {
 		view_sync(argc, argv);
+	}
+	if (strcmp(base, UNDOSH_VIEW_BIND_NAME) == 0) {
+		view_bind(argc, argv);
 	}
 }
 
@@ -161,7 +199,7 @@ __attribute__((constructor)) static void undosh_enforce_init(void) {
 	head[len] = '\0';
 	const char *base = strrchr(head, '/');
 	base = base ? base + 1 : head;
-	if (strcmp(base, UNDOSH_ENFORCE_NAME) != 0 && strcmp(base, UNDOSH_VIEW_SYNC_NAME) != 0) {
+	if (strcmp(base, UNDOSH_ENFORCE_NAME) != 0 && strcmp(base, UNDOSH_VIEW_SYNC_NAME) != 0 && strcmp(base, UNDOSH_VIEW_BIND_NAME) != 0) {
 		close(fd);
 		return;
 	}

@@ -306,6 +306,19 @@ func decodePlan(s string) (mode Mode, class string, fields []string, err error) 
 // of a view back as the machine has them ([SyncCommand]).
 const ViewSyncName = C.UNDOSH_VIEW_SYNC_NAME
 
+// ViewBindName is the argv[0] under which undosh's executable binds
+// paths of the machine into a view ([BindCommand]).
+const ViewBindName = C.UNDOSH_VIEW_BIND_NAME
+
+// BindCommand returns the argv that, run with undosh's executable,
+// binds paths (directories of the machine, real paths) into the view
+// that process pid is in, writable, with the mounts beneath them: a
+// session's line whose workspace the view does not share yet. It needs
+// CAP_SYS_ADMIN and exits 0 when all went well.
+func BindCommand(pid int, paths []string) []string {
+	return append([]string{ViewBindName, strconv.Itoa(pid)}, paths...)
+}
+
 // How [SyncCommand] puts a path of a view back.
 const (
 	PutRemove = 'a' // the machine has none: remove it from the view

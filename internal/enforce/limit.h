@@ -8,6 +8,7 @@
 #define UNDOSH_ENFORCE_NAME "undosh-enforce"
 #define UNDOSH_ENFORCE_VAR "UNDOSH_ENFORCE_PLAN"
 #define UNDOSH_VIEW_SYNC_NAME "undosh-view-sync"
+#define UNDOSH_VIEW_BIND_NAME "undosh-view-bind"
 
 // The mechanisms, as written in a plan (keep in step with Mode in Go).
 enum {
