@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -270,4 +271,120 @@ func refusal() string {
 		return "Permission denied"
 	}
 	return "Read-only file system"
+}
+
+// seccompHelper is a program that refuses, with a seccomp filter, every
+// way undosh holds a step to its class (unshare, setns, mount and the new
+// mount API, Landlock), as a container's profile may, then execs its
+// arguments.
+const seccompHelper = `#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | err)
+int main(int argc, char **argv) {
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		DENY(SYS_unshare, EPERM), DENY(SYS_setns, EPERM), DENY(SYS_mount, EPERM),
+		DENY(428, EPERM), DENY(429, EPERM), DENY(442, EPERM),
+		DENY(444, ENOSYS), DENY(445, ENOSYS), DENY(446, ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		perror("seccomp");
+		return 125;
+	}
+	execv(argv[1], argv + 1);
+	perror("exec");
+	return 127;
+}
+`
+
+// Where the kernel offers neither a mount namespace nor Landlock (a
+// seccomp profile refuses both), undosh says so once, and protects a
+// read-only step as a workspace step: a checkpoint, journalled.
+func TestEnforceUnavailable(t *testing.T) {
+	if _, err := exec.LookPath("cc"); err != nil || runtime.GOARCH != "amd64" {
+		t.Skip("the seccomp helper needs cc, and is written for amd64")
+	}
+	src := filepath.Join(t.TempDir(), "deny.c")
+	helper := filepath.Join(t.TempDir(), "deny")
+	if err := os.WriteFile(src, []byte(seccompHelper), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cc", "-o", helper, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	os.Chmod(filepath.Dir(helper), 0o755)
+	env, ws := enforceEnv(t)
+	first := runWith(t, helper, ws, env, helper, undoshBin, "-c", "cat kept.txt")
+	if first.code != 0 || first.stdout != "before\n" {
+		t.Fatalf("a read-only step where nothing can hold it: %+v", first)
+	}
+	note := "the kernel offers no way here to hold a step to its class"
+	if n := strings.Count(first.stderr, note); n != 1 {
+		t.Errorf("the first step says %d times that nothing holds it, want once:\n%s", n, first.stderr)
+	}
+	if rec := lastRecord(t, env); rec["class"] != "git" || rec["checkpoints"] == nil {
+		t.Errorf("the read-only step was not protected as a workspace step: %v", rec)
+	}
+	second := runWith(t, helper, ws, env, helper, undoshBin, "-c", "echo x > kept.txt; false")
+	if strings.Contains(second.stderr, note) || !strings.Contains(second.stderr, "rolled back 1 file") {
+		t.Errorf("the second step: %+v", second)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
+		t.Errorf("kept.txt = %q after the rollback", b)
+	}
+	doc := runWith(t, helper, ws, env, helper, undoctlBin, "doctor")
+	if !strings.Contains(doc.stdout+doc.stderr, "steps cannot be held to their class here") {
+		t.Errorf("doctor does not say that nothing holds a step here:\n%s%s", doc.stdout, doc.stderr)
+	}
+}
+
+// A process a workspace step leaves running keeps the step's limit: in
+// its view, once the step has ended, it still writes the workspace, and
+// its writes beyond the workspace fail instead of landing where no one
+// reads them.
+func TestEnforceDaemonKeepsLimit(t *testing.T) {
+	needForkEngine(t)
+	env, ws := enforceEnv(t)
+	p := harmless(t)
+	// The daemon waits for go, which the test writes once the step ended.
+	daemon := fmt.Sprintf(`import os, time
+while not os.path.exists("go"):
+    time.sleep(0.01)
+open("in-ws", "w").write("late\n")
+try:
+    open(%q, "w").write("late\n")
+except OSError as e:
+    open("refused", "w").write(e.strerror + "\n")
+`, p)
+	if err := os.WriteFile(filepath.Join(ws, "daemon.py"), []byte(daemon), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runWith(t, undoshBin, ws, env, "bash", "-c", "python3 daemon.py </dev/null >/dev/null 2>&1 & echo started"); r.code != 0 || r.stdout != "started\n" {
+		t.Fatalf("the step: %+v", r)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, filepath.Join(ws, "refused"))
+	if b, err := os.ReadFile(filepath.Join(ws, "in-ws")); err != nil || string(b) != "late\n" {
+		t.Errorf("the daemon's workspace write: %q, %v", b, err)
+	}
+	if _, err := os.Stat(p); err == nil {
+		t.Errorf("the daemon's write beyond the workspace reached the machine")
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "refused")); string(b) != "Read-only file system\n" {
+		t.Errorf("the daemon's write beyond the workspace failed with %q, want the view's read-only file system", b)
+	}
 }

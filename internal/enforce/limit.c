@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "limit.h"
@@ -350,9 +351,45 @@ static int landlock_abi(void) {
 	return v > 0 ? (int)v : 0;
 }
 
+// unshare_allowed reports whether this process may make a mount
+// namespace: CAP_SYS_ADMIN says so, unless a seccomp filter (a
+// container's profile) refuses unshare, which only trying tells; a child
+// tries, where a filter is installed at all.
+static int unshare_allowed(void) {
+	if (!has_sys_admin()) {
+		return 0;
+	}
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return 1;
+	}
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0) {
+		return 1;
+	}
+	buf[n] = '\0';
+	char *sc = strstr(buf, "\nSeccomp:");
+	if (sc == NULL || strtol(sc + strlen("\nSeccomp:"), NULL, 10) == 0) {
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		return 1;
+	}
+	if (pid == 0) {
+		_exit(unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+	}
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 int undosh_limit_probe(int mode, int *abi) {
 	*abi = landlock_abi();
-	int admin = has_sys_admin();
+	int admin = unshare_allowed();
 	switch (mode) {
 	case UNDOSH_MODE_NS:
 	case UNDOSH_MODE_CAPTURE:
@@ -934,6 +971,12 @@ int undosh_limit_apply(struct undosh_plan *p, int may_fail) {
 	}
 	if (mode == UNDOSH_MODE_AUTO) {
 		mode = has_sys_admin() ? UNDOSH_MODE_NS : UNDOSH_MODE_LANDLOCK;
+	}
+	// unshare refused (a seccomp filter) with no Landlock to fall back on:
+	// nothing can hold the step here; the caller may protect it another
+	// way.
+	if (mode == UNDOSH_MODE_NS && may_fail && abi == 0 && !unshare_allowed()) {
+		return -1;
 	}
 	if (mode == UNDOSH_MODE_LANDLOCK && abi == 0 && may_fail) {
 		return -1;

@@ -523,6 +523,11 @@ func (d *doctor) policy() *policy.Policy {
 		pi.Path, pi.From = d.o.Policy, "--policy"
 	case d.getenv("UNDOSH_POLICY") != "":
 		pi.Path, pi.From = d.getenv("UNDOSH_POLICY"), "$UNDOSH_POLICY"
+	}
+	switch {
+	case pi.Path == "-":
+		pi.Path = "" // the embedded default, as classify.PolicyPath reads "-"
+	case pi.Path != "":
 	default:
 		h, err := d.r.target("/etc/undosh/policy.yaml")
 		if err == nil {
