@@ -114,8 +114,6 @@ func makeScratch(s, p string) bool {
 
 // limit is a step's shell started under its class's limit.
 type limit struct {
-	class    policy.Class
-	mode     enforce.Mode
 	writable []string
 	// copy holds the layers of a capture view; nil for a hard limit.
 	copy *fork.Copy
@@ -148,7 +146,7 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 	}
 	w := writablePaths(c, r.pol, roots, r.e.Getenv("HOME"), r.stateDir)
 	plan := enforce.Plan{Class: c.String(), Shell: r.real}
-	l := &limit{class: c, writable: w}
+	l := &limit{writable: w}
 	if mode == enforce.Capture && (c == policy.None || r.cwd == "") {
 		// A read-only step is exec'd: no one would read its view. A
 		// view cannot return to a working directory that was removed.
@@ -156,7 +154,7 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 	}
 	if mode == enforce.Capture {
 		if cp, view, err := captureView(w); err == nil {
-			l.copy, l.mode = cp, enforce.Capture
+			l.copy = cp
 			plan.Mode, plan.View = enforce.Capture, view
 		} else {
 			r.e.say("note: no view of the machine for this step (" + err.Error() + "); it runs under a read-only limit instead")
@@ -169,8 +167,7 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 			// sudo keeps it, with its workspace checkpointed.
 			return nil, sudoKept
 		}
-		plan.Writable = w
-		l.mode = mode
+		plan.Writable = w // Auto: the kernel's hard limit, whichever works
 	}
 	path, nargv, nenv, err := enforce.Command(self, plan, argv, env)
 	if err != nil {
@@ -194,7 +191,7 @@ func captureView(shared []string) (*fork.Copy, *enforce.View, error) {
 		v.Layers = append(v.Layers, enforce.Layer{Mount: o.Mount, Upper: o.Upper, Work: o.Work, ReadOnly: o.ReadOnly})
 	}
 	// A shared path beneath a tree shown as it is is writable already.
-	machine := append([]string{"/proc", "/dev", "/run", "/sys"}, cp.Skipped...)
+	machine := append(slices.Clone(enforce.MachineTrees), cp.Skipped...)
 	for _, s := range shared {
 		if !under(s, machine) {
 			v.Shared = append(v.Shared, s)

@@ -129,7 +129,16 @@ func (tm *term) waitPrompts(n int) string {
 func (tm *term) line(lines ...string) string {
 	tm.t.Helper()
 	n := tm.prompts()
-	for _, l := range lines {
+	for i, l := range lines {
+		if i > 0 {
+			// Typed ahead, a line may be echoed before the shell has
+			// drawn its continuation prompt, at a time that varies from
+			// one shell (and one machine's load) to another.
+			tm.waitUntil("the continuation prompt", func(scr string) bool {
+				last := scr[strings.LastIndexByte(strings.TrimRight(scr, "\n"), '\n')+1:]
+				return strings.TrimRight(last, " \n") == ">"
+			})
+		}
 		tm.typeText(l)
 		tm.press("Enter")
 	}

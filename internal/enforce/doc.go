@@ -2,8 +2,30 @@
 // step writes nothing but its scratch paths, a "git" step nothing but its
 // workspace roots and scratch paths. The classifier's verdict is a
 // prediction; enforcement turns a wrong prediction (an unknown program
-// that writes /etc, a read-only command that is not) into a refused write
-// instead of an unrecorded change to the machine.
+// that writes /etc, a read-only command that is not) into a refused write,
+// or, in a view ([Capture]), a write the caller sees and settles, instead
+// of an unrecorded change to the machine.
+//
+// The mechanisms live in C (limit.c, limit.h): the constructor of this
+// package applies them, and the front end (front/undosh-fast.c) includes
+// limit.c to apply a read-only plan itself. Plans are version 2
+// (Plan.encode, undosh_plan_parse; FuzzPlan and FuzzDecodePlan check the
+// two agree).
+//
+// # Views
+//
+// With [Capture], the plan carries a [View]: the constructor makes a
+// mount namespace, mounts an overlay per layer at Root (the machine's
+// mount point as the lower directory, the caller's upper and work
+// directories), binds the machine's own trees (/proc, /dev, /run, /sys
+// and the mounts no layer covers), the shared paths and the listening
+// Unix sockets on layers from the machine, makes /proc/sys, /sys and /dev
+// read-only, and pivot_roots into Root. What the step writes beyond the
+// shared paths lands in the upper directories, where the caller reads it
+// once the step ended; see docs/enforce.md. Two more programs of the
+// constructor edit a session's view from outside, entering its mount
+// namespace: [SyncCommand] puts paths back as the machine has them,
+// [BindCommand] shares more paths with it.
 //
 // # How a step is enforced
 //

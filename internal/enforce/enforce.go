@@ -102,6 +102,10 @@ type View struct {
 	Hidden []string
 }
 
+// MachineTrees are the trees every view shows as they are on the
+// machine (see [View].Machine).
+var MachineTrees = []string{"/proc", "/dev", "/run", "/sys"}
+
 // Layer is one overlay of a [View].
 type Layer struct {
 	// Mount is the machine's mount point (the overlay's lower
@@ -253,7 +257,7 @@ func (p Plan) encode(shell string) (string, error) {
 		field('u', "upper directory", l.Upper)
 		field('k', "work directory", l.Work)
 	}
-	machine := append([]string{"/proc", "/dev", "/run", "/sys"}, v.Machine...)
+	machine := append(slices.Clone(MachineTrees), v.Machine...)
 	for i, m := range machine {
 		if !slices.Contains(machine[:i], m) {
 			field('b', "tree of the machine", m)
