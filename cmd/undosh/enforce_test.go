@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/undosh/undosh/internal/enforce"
@@ -386,5 +387,70 @@ except OSError as e:
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "refused")); string(b) != "Read-only file system\n" {
 		t.Errorf("the daemon's write beyond the workspace failed with %q, want the view's read-only file system", b)
+	}
+}
+
+// Without root (a user of its own: nobody), a workspace step is held by
+// Landlock: a write it may make for real (its own home) but not as a
+// workspace step is refused, the workspace rolled back, and the hint
+// names the path. A read-only step runs under Landlock too.
+func TestEnforceNonRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the test runs undosh as nobody, which needs root")
+	}
+	if _, err := enforce.Probe(enforce.Landlock); err != nil {
+		t.Skipf("no Landlock here: %v", err)
+	}
+	base, err := os.MkdirTemp("/home", "undosh-nonroot-")
+	if err != nil {
+		t.Skipf("no /home: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws, home, state := filepath.Join(base, "ws"), filepath.Join(base, "home"), filepath.Join(base, "state")
+	for _, d := range []string{ws, home, state} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool := "open('kept.txt', 'w').write('changed\\n')\nopen('" + home + "/notes.txt', 'w').write('x')\n"
+	if err := os.WriteFile(filepath.Join(ws, "tool.py"), []byte(tool), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{base, ws, home, state} {
+		filepath.Walk(d, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+	}
+	os.Chmod(base, 0o755)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "UNDOSH_STATE_DIR=" + state, "UNDOSH_POLICY=-", "UNDOSH_REAL_BASH=/bin/bash"}
+	run := func(script string) ran {
+		t.Helper()
+		cmd := exec.Command(undoshBin, "-c", script)
+		cmd.Dir, cmd.Env = ws, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		r := ran{stdout: out.String(), stderr: errb.String()}
+		if cmd.ProcessState != nil {
+			r.code = cmd.ProcessState.ExitCode()
+		} else {
+			t.Fatal(err)
+		}
+		return r
+	}
+	got := run("python3 tool.py")
+	if got.code == 0 || !strings.Contains(got.stderr, "stopped writing "+home+"/notes.txt") || !strings.Contains(got.stderr, "rolled back 1 file") {
+		t.Errorf("a workspace step that writes its home, as nobody: %+v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
+		t.Errorf("kept.txt = %q: not rolled back", b)
+	}
+	if _, err := os.Stat(filepath.Join(home, "notes.txt")); err == nil {
+		t.Errorf("the write beyond the workspace went through")
+	}
+	if r := run("grep -c . kept.txt; grep NoNewPrivs /proc/self/status"); r.code != 0 || !strings.Contains(r.stdout, "1\nNoNewPrivs:\t1") {
+		t.Errorf("a read-only step as nobody, under Landlock: %+v", r)
 	}
 }
