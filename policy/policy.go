@@ -241,6 +241,10 @@ type Example struct {
 	Verdict *Verdict
 }
 
+// Location returns where a setting (a top-level key such as escalate, or
+// classes.NAME) was set: FILE:LINE, or the last policy file.
+func (p *Policy) Location(key string) string { return p.location(key) }
+
 // location returns where a setting was defined.
 func (p *Policy) location(key string) string {
 	if at, ok := p.at[key]; ok {

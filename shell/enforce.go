@@ -129,10 +129,7 @@ type limit struct {
 // be held to its class here; the caller then protects it without a
 // limit (a read-only step as a workspace step).
 func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
-	self, err := os.Executable()
-	if err == nil {
-		self, err = filepath.EvalSymlinks(self)
-	}
+	self, err := selfExe()
 	if err != nil {
 		return nil, "undosh cannot find its own executable (" + err.Error() + ")"
 	}

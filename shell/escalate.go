@@ -32,14 +32,10 @@ func (r *run) escalation() string {
 	return policy.EscalateCommit
 }
 
-// escalateAt names where the policy sets escalate, for refusals.
+// escalateAt names the policy's escalate and where it is set, for
+// refusals.
 func (r *run) escalateAt() string {
-	for _, f := range r.pol.Files {
-		if f != "" {
-			return "escalate: " + r.escalation() + " in the policy"
-		}
-	}
-	return "escalate: " + r.escalation()
+	return "escalate: " + r.escalation() + " at " + r.pol.Location("escalate")
 }
 
 // beyondText names what b's step wrote, for a notice.
@@ -122,7 +118,7 @@ func relayText(name, text string) (*os.File, error) {
 	return relay(mem, int64(len(text)))
 }
 
-// escalateGit settles a workspace step g whose view caught b, after it
+// escalate settles a workspace step g whose view caught b, after it
 // passed (or failed under a rule that keeps failures). It returns the
 // status to end with.
 func (g *gitStep) escalate(b *beyond, st status) int {
