@@ -169,7 +169,7 @@ func buildOriginal(t tb, root string) {
 	}
 	w.dir("srv/gone", 0o750)
 	w.dir("srv/gone/sub", 0o755)
-	w.dir("tmp", 0o1777)
+	w.dir("run", 0o755)
 	w.file("etc/app.conf", "old app\n", 0o644, tBase)
 	w.file("etc/old.conf", "old\n", 0o644, tBase)
 	w.file("etc/same.conf", "same\n", 0o644, tBase)
@@ -250,7 +250,7 @@ func step(t tb, root string) {
 // stepExcluded makes the changes a commit must leave out.
 func stepExcluded(t tb, root string) {
 	w := tree{t, root}
-	w.file("tmp/junk", "junk\n", 0o644, tNew)
+	w.file("run/junk", "junk\n", 0o644, tNew)
 	w.times("var/lib/dpkg/lock", tNew)
 	w.file("usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755, tNew)
 	w.must(unix.Mknod(w.p("srv/sock"), unix.S_IFSOCK|0o755, 0))
@@ -262,7 +262,7 @@ func buildUpper(t testing.TB, upper, real string) {
 	w := tree{t, upper}
 	w.mirror(real, ".")
 	for _, d := range []string{"etc", "srv", "usr", "usr/share", "usr/share/doc", "usr/lib", "usr/bin",
-		"usr/sbin", "var", "var/cache", "var/spool", "var/lib", "var/lib/dpkg", "tmp"} {
+		"usr/sbin", "var", "var/cache", "var/spool", "var/lib", "var/lib/dpkg", "run"} {
 		w.mirror(real, d)
 	}
 	w.file("etc/new.conf", "new\n", 0o640, tNew)
@@ -311,7 +311,7 @@ func buildUpper(t testing.TB, upper, real string) {
 	w.dir("var/spool/sticky", 0o1777)
 	w.file("var/lib/dpkg/status", "Package: a\n\nPackage: b\n", 0o644, tNew)
 
-	w.file("tmp/junk", "junk\n", 0o644, tNew)
+	w.file("run/junk", "junk\n", 0o644, tNew)
 	w.file("var/lib/dpkg/lock", "", 0o640, tNew)
 	w.file("usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755, tNew)
 	w.must(unix.Mknod(w.p("srv/sock"), unix.S_IFSOCK|0o755, 0))

@@ -96,10 +96,6 @@ var pseudoFS = map[string]bool{
 // gets its own /proc, /sys and /dev, and /run is the copy's own.
 var pseudoTrees = []string{"/proc", "/sys", "/dev", "/run"}
 
-// scratchTmpfs are the directories whose tmpfs a copy does not overlay:
-// they are excluded from commit, so the copy gets its own.
-var scratchTmpfs = []string{"/tmp", "/var/tmp"}
-
 // under reports whether p is dir or inside it.
 func under(p, dir string) bool {
 	if dir == "/" {
@@ -112,8 +108,8 @@ func under(p, dir string) bool {
 // the root, and every real filesystem below it that is visible (not
 // covered by a later mount on the same point) and not pseudo, not a
 // mount of the engine (source mountSource), not in
-// /proc, /sys, /dev or /run, not a tmpfs on /tmp or /var/tmp, and not at
-// or under any of the hidden directories (the state directory, where the
+// /proc, /sys, /dev or /run, and not at or under any of the hidden
+// directories (the state directory, where the
 // copies' own mounts live). A mount below a skipped mount is skipped too.
 // The result keeps the table's order, root first.
 func selectMounts(table []mountEntry, hidden []string) ([]mountEntry, error) {
@@ -147,8 +143,6 @@ func selectMounts(table []mountEntry, hidden []string) ([]mountEntry, error) {
 			// an overlay of a copy this one is nested in.
 			s = true
 		case slices.ContainsFunc(pseudoTrees, func(d string) bool { return under(m.Point, d) }):
-			s = true
-		case m.FSType == "tmpfs" && slices.Contains(scratchTmpfs, m.Point):
 			s = true
 		case slices.ContainsFunc(hidden, func(d string) bool { return under(m.Point, d) }):
 			s = true

@@ -62,8 +62,10 @@ func TestSelectMounts(t *testing.T) {
 		want  []string // mount points, with "ro" after read-only ones
 	}{
 		{"vm", vmMountinfo, []string{"/", "/mnt/sandboxing/model_tools_env/v1/python ro"}},
-		{"docker", dockerMountinfo, []string{"/", "/work", "/etc/resolv.conf", "/etc/hostname", "/work/with space"}},
-		{"desktop", desktopMountinfo, []string{"/", "/home", "/boot/efi", "/mnt/auto", "/mnt/cover", "/snap/core/1 ro"}},
+		// A tmpfs on /tmp or /var/tmp is overlaid too: a kept step keeps
+		// what it wrote there.
+		{"docker", dockerMountinfo, []string{"/", "/work", "/tmp", "/etc/resolv.conf", "/etc/hostname", "/work/with space"}},
+		{"desktop", desktopMountinfo, []string{"/", "/home", "/boot/efi", "/mnt/auto", "/var/tmp", "/mnt/cover", "/snap/core/1 ro"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table, err := parseMountinfo(tc.table)

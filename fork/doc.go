@@ -32,7 +32,7 @@
 // them on that filesystem, in <mount>/.undosh-fork/copies/<ID>, so that
 // a commit can rename rather than copy. There is one overlay for the root
 // and one per real submount in /proc/self/mountinfo: pseudo filesystems,
-// /proc, /sys, /dev and /run, a tmpfs on /tmp or /var/tmp, the state
+// /proc, /sys, /dev and /run, the state
 // directory and the engine's own mounts (source "undosh-fork") are left
 // out; a file bind-mounted on the host (a container's
 // /etc/hosts) is copied in. Create seeds the upper layers, before any

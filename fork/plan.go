@@ -63,13 +63,13 @@ type DiffOptions struct {
 	// Seeded lists paths, from Root, that the copy put in the upper
 	// itself (such as /usr/sbin/policy-rc.d): never committed.
 	Seeded []string
-	// Exclude lists more paths, from Root, never to commit. The
-	// /tmp /var/tmp /run /proc /sys /dev trees and the dpkg and apt lock
-	// files are always excluded.
+	// Exclude lists more paths, from Root, never to commit. The /run
+	// /proc /sys /dev trees and the dpkg and apt lock files are always
+	// excluded.
 	Exclude []string
 	// Include lists trees, from Root, committed even inside an excluded
-	// one: the workspace a step runs in, when it lives under /tmp. Only
-	// the way down to them is walked in the excluded tree.
+	// one (a workspace under /run). Only the way down to them is walked in
+	// the excluded tree.
 	Include []string
 	// Mirrored are the directories the copy made in the upper only to
 	// hold seeded paths, with the real directories' mode and owner at T0
@@ -195,9 +195,11 @@ func listProblems(ps []Problem) string {
 	return b.String()
 }
 
-// Paths excluded under every root, from the root.
+// Paths excluded under every root, from the root. /tmp and /var/tmp are
+// not: a step kept keeps everything it wrote, scratch included (a
+// harness's cwd file, a build's output).
 var defaultExcluded = []string{
-	"/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev",
+	"/run", "/proc", "/sys", "/dev",
 	"/var/lib/dpkg/lock", "/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/triggers/Lock",
 	"/var/lib/apt/lists/lock", "/var/cache/apt/archives/lock",
 }
@@ -477,7 +479,7 @@ func (d *differ) entry(rel string, fresh bool) error {
 }
 
 // remove plans the removal of the real rel, refusing it when an excluded
-// path lives under it (a lock file, the state directory, /var/tmp…).
+// path lives under it (a lock file, the state directory…).
 func (d *differ) remove(rel string, dir bool) {
 	if dir {
 		prefix := d.name(rel) + "/"

@@ -27,7 +27,8 @@ func TestDiffRefuses(t *testing.T) {
 	r.dir("srv", 0o755)
 	r.dir("srv/moved", 0o755)
 	r.dir("var", 0o755)
-	r.dir("var/tmp", 0o1777)
+	r.dir("var/lib", 0o755)
+	r.dir("var/lib/undosh", 0o700)
 	r.file("srv/meta", "lower\n", 0o644, tBase)
 	t0 := time.Now()
 	u := tree{t, filepath.Join(base, "upper")}
@@ -39,7 +40,7 @@ func TestDiffRefuses(t *testing.T) {
 	u.file("srv/meta", "", 0o644, tBase)
 	u.xattr("srv/meta", "trusted.overlay.metacopy", nil)
 	u.file("srv/fine", "fine\n", 0o644, tNew)
-	u.whiteout("var") // would take /var/tmp with it
+	u.whiteout("var") // would take the state directory with it
 
 	_, err := Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, DiffOptions{Root: r.root})
 	var re *RefusedError
@@ -93,7 +94,8 @@ func TestDiffExcludes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"add log/mine"}, opLines(p)); diff != "" {
+	// /var/tmp is kept, its attributes too: scratch is not excluded.
+	if diff := cmp.Diff([]string{"add log/mine", "meta tmp"}, opLines(p)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 	var excluded []string
@@ -101,7 +103,7 @@ func TestDiffExcludes(t *testing.T) {
 		excluded = append(excluded, s.Path)
 	}
 	want := []string{"/var/.undosh-fork", "/var/cache/apt/archives/lock", "/var/lib/apt/lists/lock", "/var/lib/dpkg/lock",
-		"/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/triggers/Lock", "/var/lib/undosh", "/var/log/seeded", "/var/tmp"}
+		"/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/triggers/Lock", "/var/lib/undosh", "/var/log/seeded"}
 	if diff := cmp.Diff(want, excluded); diff != "" {
 		t.Errorf("excluded (-want +got):\n%s", diff)
 	}
@@ -113,9 +115,11 @@ func TestDiffExcludes(t *testing.T) {
 	}
 }
 
-// TestDiffIncludes: a workspace under /tmp is committed, and nothing
-// else of /tmp is, not even /tmp's own attributes.
-func TestDiffIncludes(t *testing.T) {
+// TestDiffKeepsScratch: what a copy wrote under /tmp is committed, all
+// of it (a harness's cwd file, a build's output): a kept step keeps
+// everything it wrote. A workspace under an excluded tree (/run) is
+// committed through Include, and nothing else of that tree is.
+func TestDiffKeepsScratch(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
 	base := t.TempDir()
@@ -124,25 +128,26 @@ func TestDiffIncludes(t *testing.T) {
 	w.dir("upper", 0o755)
 	r := tree{t, filepath.Join(base, "root")}
 	r.dir("tmp", 0o1777)
-	r.dir("tmp/ws", 0o755)
-	r.dir("tmp/ws/src", 0o755)
+	r.dir("run", 0o755)
+	r.dir("run/ws", 0o755)
 	t0 := time.Now()
 	u := tree{t, filepath.Join(base, "upper")}
-	u.dir("tmp", 0o700) // changed attributes: not committed
-	u.mirror(r.root, "tmp/ws")
-	u.mirror(r.root, "tmp/ws/src")
-	u.file("tmp/ws/src/new.go", "package x\n", 0o644, tNew)
-	u.file("tmp/ws/top", "x", 0o644, tNew)
-	u.file("tmp/scratch", "x", 0o644, tNew)
-	u.dir("tmp/other", 0o755)
-	u.file("tmp/other/f", "x", 0o644, tNew)
+	u.mirror(r.root, "tmp")
+	u.file("tmp/claude-abcd-cwd", "/proj/src\n", 0o644, tNew)
+	u.dir("tmp/build", 0o755)
+	u.file("tmp/build/out", "x", 0o644, tNew)
+	u.mirror(r.root, "run")
+	u.mirror(r.root, "run/ws")
+	u.file("run/ws/new.go", "package x\n", 0o644, tNew)
+	u.file("run/other", "x", 0o644, tNew)
 	u.whiteout(HiddenName)
 
-	p, err := Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, DiffOptions{Root: r.root, Include: []string{"/tmp/ws", "/tmp"}})
+	p, err := Diff(Layer{Target: r.root, Upper: u.root, T0: t0}, DiffOptions{Root: r.root, Include: []string{"/run/ws"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"add tmp/ws/src/new.go", "add tmp/ws/top"}, opLines(p)); diff != "" {
+	want := []string{"add run/ws/new.go", "mkdir tmp/build", "add tmp/build/out", "add tmp/claude-abcd-cwd"}
+	if diff := cmp.Diff(want, opLines(p)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }

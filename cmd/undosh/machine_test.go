@@ -92,6 +92,20 @@ func TestMachineSteps(t *testing.T) {
 		t.Errorf("%s is still there after undoctl back: %v", p, err)
 	}
 
+	// What a kept step writes in /tmp and /var/tmp is kept with it: a
+	// harness reads its cwd file from there after the step.
+	for _, dir := range []string{"/tmp", "/var/tmp"} {
+		scratch := filepath.Join(dir, filepath.Base(harmless(t)))
+		t.Cleanup(func() { os.Remove(scratch) })
+		got = runWith(t, undoshBin, ws, env, "bash", "-c", "echo kept > "+harmless(t)+"; pwd -P > "+scratch)
+		if got.code != 0 || got.stderr != "" {
+			t.Fatalf("machine step writing %s: %+v", scratch, got)
+		}
+		if b, err := os.ReadFile(scratch); err != nil || string(b) != ws+"\n" {
+			t.Errorf("%s after the commit: %q, %v (want the step's cwd)", scratch, b, err)
+		}
+	}
+
 	// A failing step is discarded: the machine never sees it.
 	q := harmless(t)
 	got = runWith(t, undoshBin, ws, env, "bash", "-c", "echo x > "+q+"; exit 3")
