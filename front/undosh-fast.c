@@ -17,7 +17,9 @@
  * the wire format.
  *
  * Build: cc -O2 -static -o bin/undosh-fast front/undosh-fast.c (one translation
- * unit: it includes the limits of internal/enforce/limit.c).
+ * unit: it includes the limits of internal/enforce/limit.c). It finds undosh
+ * where /etc/undosh/shells names it (undosh=PATH), else next to itself, else
+ * at -DUNDOSH_PATH='"..."' (default /usr/lib/undosh/undosh).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,22 +44,66 @@ extern char **environ;
 static char self[PATH_MAX];   /* this front end */
 static char undosh[PATH_MAX]; /* the full undosh */
 
-/* find_undosh looks for undosh next to this program, then where undoctl
- * install puts it. */
+#ifndef UNDOSH_PATH
+#define UNDOSH_PATH "/usr/lib/undosh/undosh" /* where undoctl install puts it */
+#endif
+#define UNDOSH_CONFIG "/etc/undosh/shells"
+
+/* configured copies the undosh=PATH line of /etc/undosh/shells (the file
+ * that names the real shells, shell/realshell.go) into out: an image that
+ * bind-mounts the front end over /usr/bin/bash names undosh there, since
+ * nothing sits next to a bind mount. */
+static int configured(char *out, size_t size) {
+	FILE *f = fopen(UNDOSH_CONFIG, "re");
+	if (!f) {
+		return -1;
+	}
+	char line[PATH_MAX + 64];
+	int found = -1;
+	while (found < 0 && fgets(line, sizeof line, f)) {
+		char *p = line + strspn(line, " \t");
+		if (strncmp(p, "undosh", 6) != 0) {
+			continue;
+		}
+		p += 6;
+		p += strspn(p, " \t");
+		if (*p++ != '=') {
+			continue;
+		}
+		p += strspn(p, " \t");
+		size_t n = strcspn(p, "\r\n");
+		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) {
+			n--;
+		}
+		if (n > 0 && n < size) {
+			memcpy(out, p, n);
+			out[n] = 0;
+			found = 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* find_undosh finds undosh: named in /etc/undosh/shells, else next to
+ * this program, else at the build's default (UNDOSH_PATH). */
 static void find_undosh(void) {
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n > 0) {
 		self[n] = 0;
-		char *slash = strrchr(self, '/');
-		if (slash && (size_t)(slash - self) + sizeof "/undosh" <= sizeof undosh) {
-			memcpy(undosh, self, slash - self);
-			strcpy(undosh + (slash - self), "/undosh");
-			if (access(undosh, X_OK) == 0) {
-				return;
-			}
+	}
+	if (configured(undosh, sizeof undosh) == 0) {
+		return;
+	}
+	char *slash = n > 0 ? strrchr(self, '/') : NULL;
+	if (slash && (size_t)(slash - self) + sizeof "/undosh" <= sizeof undosh) {
+		memcpy(undosh, self, slash - self);
+		strcpy(undosh + (slash - self), "/undosh");
+		if (access(undosh, X_OK) == 0) {
+			return;
 		}
 	}
-	strcpy(undosh, "/usr/lib/undosh/undosh");
+	strcpy(undosh, UNDOSH_PATH);
 }
 
 /* exec_undosh hands the invocation to undosh, naming this front end in
@@ -84,7 +130,7 @@ static void exec_undosh(char **argv) {
 		execve(undosh, argv, env);
 	}
 	fprintf(stderr, "undosh: error: cannot run %s: %s\n", undosh, strerror(errno));
-	fprintf(stderr, "undosh: hint: install undosh next to undosh-fast, or at /usr/lib/undosh/undosh\n");
+	fprintf(stderr, "undosh: hint: name it in " UNDOSH_CONFIG " (a line undosh=PATH), or install it next to %s or at " UNDOSH_PATH "\n", self);
 	exit(127);
 }
 

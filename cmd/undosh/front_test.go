@@ -300,3 +300,55 @@ func readLog(t *testing.T, state string) string {
 	data, _ := os.ReadFile(filepath.Join(state, "run", "classify.log"))
 	return string(data)
 }
+
+// An image may bind-mount the front end over /usr/bin/bash instead of
+// running undoctl install: nothing then sits next to it, and
+// /etc/undosh/shells names undosh and the real bash. The test does that
+// in a private mount and pid namespace, with /etc an overlay, so the
+// machine's /usr/bin/bash and /etc are never touched and every process
+// started (the classifier the front end spawns) dies with the namespace.
+func TestFastFrontEndBindMounted(t *testing.T) {
+	needFast(t)
+	if os.Getuid() != 0 {
+		t.Skip("a bind mount over /usr/bin/bash needs root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) is not installed")
+	}
+	t.Parallel()
+	d, ws := t.TempDir(), t.TempDir()
+	for _, sub := range []string{"up", "work"} {
+		if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `set -eu
+cp /usr/bin/bash "$D/real-bash"
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$D/up,workdir=$D/work" /etc
+mkdir -p /etc/undosh
+printf 'bash=%s\nundosh=%s\n' "$D/real-bash" "$UNDOSH" > /etc/undosh/shells
+mount --bind "$FAST" /usr/bin/bash
+cd "$WS"
+set +e
+/usr/bin/bash -c 'echo one > a.txt'; echo "status $?"
+/usr/bin/bash -c 'echo two > a.txt; exit 4'; echo "status $?"
+/usr/bin/bash -c 'cat a.txt'; echo "status $?"
+`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
+		"/bin/bash", "-c", script)
+	state := t.TempDir()
+	cmd.Env = append(os.Environ(), "D="+d, "WS="+ws, "UNDOSH="+undoshBin, "FAST="+fastBin,
+		"UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir(), "UNDOSH_POLICY=-")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != 5 || lines[0] != "status 0" || !strings.HasPrefix(lines[1], "undosh: step 2 failed (exit 4): rolled back 1 file") ||
+		lines[2] != "status 4" || lines[3] != "one" || lines[4] != "status 0" {
+		t.Errorf("through the bind-mounted front end:\n%s", out)
+	}
+	if recs := journalRecords(t, append(os.Environ(), "UNDOSH_STATE_DIR="+state)); len(recs) != 2 || recs[0]["class"] != "git" {
+		t.Errorf("journal: %v", recs)
+	}
+}
