@@ -45,8 +45,12 @@ const cloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 // RunOptions describe one session in a copy.
 type RunOptions struct {
 	// Argv is the command; Argv[0] is looked up in the session's PATH
-	// inside the copy unless it holds a slash. Required.
+	// inside the copy unless it holds a slash, or Path is set. Required.
 	Argv []string
+	// Path, when set, is the program run, with Argv as its argv: the
+	// real bash under the caller's argv[0], so that $0 and $BASH stay
+	// what they would be.
+	Path string
 	// Dir is the working directory inside the copy. Default: "/".
 	Dir string
 	// Env is the session's environment. Default (nil): DefaultEnv.
@@ -86,6 +90,7 @@ type initSpec struct {
 	HostMountNS string
 	Hostname    string
 	Dir         string
+	Path        string // "" looks Argv[0] up
 	Argv        []string
 	Env         []string
 	Layers      []specLayer
@@ -148,6 +153,7 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 		HostMountNS: hostNS,
 		Hostname:    c.Hostname,
 		Dir:         o.Dir,
+		Path:        o.Path,
 		Argv:        o.Argv,
 		Env:         o.Env,
 	}

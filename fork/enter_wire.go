@@ -97,6 +97,7 @@ func (s *initSpec) encode() []byte {
 	w.str(s.HostMountNS)
 	w.str(s.Hostname)
 	w.str(s.Dir)
+	w.str(s.Path)
 	w.strs(s.Argv)
 	w.strs(s.Env)
 	w.num(int64(len(s.Layers)))
@@ -119,6 +120,7 @@ func decodeSpec(b []byte) (*initSpec, error) {
 		HostMountNS: u.str(),
 		Hostname:    u.str(),
 		Dir:         u.str(),
+		Path:        u.str(),
 		Argv:        u.strs(),
 		Env:         u.strs(),
 	}

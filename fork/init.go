@@ -63,9 +63,12 @@ func Init() int {
 	if err := enter(spec); err != nil {
 		return fail(err)
 	}
-	path, err := lookPath(spec.Argv[0], spec.Env)
-	if err != nil {
-		return fail(err)
+	path := spec.Path
+	if path == "" {
+		var err error
+		if path, err = lookPath(spec.Argv[0], spec.Env); err != nil {
+			return fail(err)
+		}
 	}
 	if st, err := os.Stat(spec.Dir); err != nil || !st.IsDir() {
 		return fail(fmt.Errorf("working directory %s: not a directory in the copy", spec.Dir))

@@ -67,10 +67,13 @@ type Welcome struct {
 }
 
 // Command is a shell step or a verify command. Exactly one of Shell and
-// Argv is set.
+// Argv is set. Path, with Argv, is the program to run when it is not
+// Argv[0] (the real bash, under the caller's argv[0]); a backend that
+// cannot set argv[0] runs Path with Argv[1:].
 type Command struct {
 	Shell string   `json:"shell,omitempty"`
 	Argv  []string `json:"argv,omitempty"`
+	Path  string   `json:"path,omitempty"`
 	Cwd   string   `json:"cwd"`
 	Env   []string `json:"env,omitempty"` // KEY=VALUE, the whole environment
 }

@@ -583,6 +583,9 @@ func checkCommand(name string, c *Command) error {
 	if c.Cwd != "" && !filepath.IsAbs(c.Cwd) {
 		return invalid("%s: cwd must be absolute", name)
 	}
+	if c.Path != "" && (len(c.Argv) == 0 || !filepath.IsAbs(c.Path)) {
+		return invalid("%s: path must be absolute and go with argv", name)
+	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return invalid("%s: env entry %q is not KEY=VALUE", name, kv)

@@ -95,7 +95,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		// Unique to this step on this machine: a retry of the same request
 		// after a dropped connection is the same operation.
 		Key:     fmt.Sprintf("undosh-%d-%d-%d", os.Getpid(), step.ID, start.UnixNano()),
-		Step:    hostlink.Command{Argv: append([]string{r.real}, e.Argv[1:]...), Cwd: r.cwd, Env: env},
+		Step:    hostlink.Command{Argv: e.Argv, Path: r.real, Cwd: r.cwd, Env: env},
 		Network: hostlink.Network{Mode: "off"},
 	}
 	if verify != "" {

@@ -30,7 +30,6 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	verify := r.machineVerify()
 	markSupervising(policy.Fork, false)
 	env, files := r.stepEnv(step.ID), r.stepFiles()
-	argv := append([]string{r.real}, e.Argv[1:]...)
 	// A signal to undosh ends the session in the copy, which is then
 	// discarded, and undosh dies by it.
 	ctx, cancel := context.WithCancel(r.context())
@@ -49,7 +48,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	if r.beforeStep != nil {
 		r.beforeStep()
 	}
-	out, err := machine.Run(ctx, machine.Step{Argv: argv, Dir: r.cwd, Env: env,
+	out, err := machine.Run(ctx, machine.Step{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID,
 		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))}, true)

@@ -93,6 +93,15 @@ func TestHostSteps(t *testing.T) {
 	}
 	undoCommitOf(t, strings.TrimPrefix(p, "/"))
 
+	// The host runs the real bash under the caller's argv[0].
+	want := runWith(t, "/bin/bash", ws, env, "-bash", "-c", `echo "$0|$BASH"`)
+	login := harmless(t)
+	got = runWith(t, undoshBin, ws, env, "-bash", "-c", `echo "$0|$BASH" | tee `+login)
+	if got.stdout != want.stdout || lastRecord(t, env)["host_op"] == nil {
+		t.Errorf("$0|$BASH through the host: %+v, bash gives %q", got, want.stdout)
+	}
+	undoCommitOf(t, strings.TrimPrefix(login, "/"))
+
 	q := harmless(t)
 	got = runWith(t, undoshBin, ws, append(env, "UNDOSH_VERIFY=false"), "bash", "-c", "echo x > "+q)
 	if got.code != 1 || !strings.Contains(got.stderr, "verify `false` failed") {

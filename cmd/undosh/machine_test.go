@@ -92,6 +92,14 @@ func TestMachineSteps(t *testing.T) {
 		t.Errorf("%s is still there after undoctl back: %v", p, err)
 	}
 
+	// The step's bash has the caller's argv[0]: $0 and $BASH are what
+	// bash alone gives.
+	want := runWith(t, "/bin/bash", ws, env, "bash", "-c", `echo "$0|$BASH"`)
+	got = runWith(t, undoshBin, ws, env, "bash", "-c", `echo "$0|$BASH" | tee `+harmless(t))
+	if got.stdout != want.stdout || got.code != 0 || lastRecord(t, env)["class"] != "fork" {
+		t.Errorf("$0|$BASH in a machine step: %+v, bash gives %q", got, want.stdout)
+	}
+
 	// What a kept step writes in /tmp and /var/tmp is kept with it: a
 	// harness reads its cwd file from there after the step.
 	for _, dir := range []string{"/tmp", "/var/tmp"} {

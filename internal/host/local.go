@@ -68,6 +68,9 @@ func (l *Local) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (hostlink.
 		Shell:         "/bin/sh",
 		Logger:        l.log,
 	}
+	if c := req.Step; c.Path != "" && len(c.Argv) > 0 {
+		step.Argv, step.Path = c.Argv, c.Path // the engine sets argv[0]
+	}
 	if v := req.Verify; v != nil {
 		step.Verify = v.Shell
 		if len(v.Argv) > 0 {
@@ -220,7 +223,12 @@ func (l *Local) Restore(ctx context.Context, job hostlink.RestoreJob) error {
 	return l.catalog.write(job.Sandbox, b)
 }
 
+// argvOf is the command's argv for a backend that runs argv[0]: Path in
+// place of Argv[0] when it is set.
 func argvOf(c hostlink.Command) []string {
+	if c.Path != "" && len(c.Argv) > 0 {
+		return append([]string{c.Path}, c.Argv[1:]...)
+	}
 	if len(c.Argv) > 0 {
 		return c.Argv
 	}

@@ -34,9 +34,11 @@ import (
 
 // Step is one machine-changing step.
 type Step struct {
-	// Argv is run in the copy (the real bash with the caller's argv, for
-	// undosh). Required.
+	// Argv is run in the copy: Path (the real bash, for undosh) with the
+	// caller's argv, or Argv[0] looked up when Path is "". Argv is
+	// required.
 	Argv []string
+	Path string
 	Dir  string
 	Env  []string
 	// Stdin, Stdout, Stderr are the step's files (nil: /dev/null).
@@ -197,7 +199,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		c.Discard()
 		phase("discard")
 	}()
-	res, err := c.Run(ctx, fork.RunOptions{Argv: s.Argv, Dir: s.Dir, Env: s.Env,
+	res, err := c.Run(ctx, fork.RunOptions{Argv: s.Argv, Path: s.Path, Dir: s.Dir, Env: s.Env,
 		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout})
 	if err != nil {
 		return out, fmt.Errorf("run the step in the copy: %w", err)
