@@ -3,8 +3,10 @@ package shell
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -397,8 +399,15 @@ type gitStep struct {
 func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code int, ok bool) {
 	e := r.e
 	d := r.dec
-	j, step, ok := r.beginStep(d.Roots)
-	if !ok {
+	j, step, err := r.openStep(d.Roots)
+	if err != nil {
+		if storeSealed(err) && !slices.ContainsFunc(d.Roots, writableHere) {
+			// A sandbox around undosh keeps the store and every
+			// workspace read-only: the step can change nothing a
+			// checkpoint would undo, so it runs as bash would.
+			return nil, r.runSealed(), false
+		}
+		r.stepError(err)
 		return nil, exit.Usage, false
 	}
 	g = &gitStep{r: r, j: j, step: step, rec: rec, start: start}
@@ -505,21 +514,89 @@ func (g *gitStep) finish(st status) int {
 // workspaces roots (nil: any). When it cannot, it has said why, and
 // nothing ran.
 func (r *run) beginStep(roots []string) (*journal.Journal, *journal.Step, bool) {
-	if r.stateDir == "" {
-		r.e.errorf(errors.New("no state directory for checkpoints"), "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
-		return nil, nil, false
-	}
-	j, err := journal.Open(r.stateDir)
+	j, step, err := r.openStep(roots)
 	if err != nil {
-		r.e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
-		return nil, nil, false
-	}
-	step, err := j.BeginIn(roots)
-	if err != nil {
-		r.e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		r.stepError(err)
 		return nil, nil, false
 	}
 	return j, step, true
+}
+
+// openStep opens the journal and numbers a step that may change the
+// workspaces roots (nil: any).
+func (r *run) openStep(roots []string) (*journal.Journal, *journal.Step, error) {
+	if r.stateDir == "" {
+		return nil, nil, errNoStateDir
+	}
+	j, err := journal.Open(r.stateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	step, err := j.BeginIn(roots)
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, step, nil
+}
+
+var errNoStateDir = errors.New("no state directory for checkpoints")
+
+// stepError says why openStep could not begin a step: nothing ran.
+func (r *run) stepError(err error) {
+	switch {
+	case errors.Is(err, errNoStateDir):
+		r.e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+	case storeSealed(err):
+		// A sandbox around the shell (Codex's -s workspace-write, a
+		// read-only bind mount) lets the step write its workspace but
+		// not undosh's store, so no checkpoint can be taken.
+		why := err.Error()
+		var en syscall.Errno
+		if errors.As(err, &en) {
+			why = en.Error()
+		}
+		r.e.errorf(fmt.Errorf("cannot checkpoint this step: undosh's state directory %s is not writable here (%s)", r.stateDir, why),
+			"this shell runs inside a sandbox that keeps the state directory read-only while the step may write; "+
+				"make it writable there (Codex: -c 'sandbox_workspace_write.writable_roots=[\""+r.stateDir+"\"]'), "+
+				"or put undosh around the sandbox rather than inside it; nothing ran")
+	default:
+		r.e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+	}
+}
+
+// storeSealed reports whether err is the state directory refusing a
+// write: a read-only mount, or a permission a sandbox took away.
+func storeSealed(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)
+}
+
+// writableHere reports whether this process may make a file in dir: an
+// unnamed one (O_TMPFILE), which leaves nothing behind, so that a
+// sandbox's Landlock rules count as well as the mount's flags.
+func writableHere(dir string) bool {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		unix.Close(fd)
+		return true
+	}
+	switch err {
+	case unix.EROFS, unix.EACCES, unix.EPERM:
+		return false
+	}
+	// No O_TMPFILE on this filesystem: the mount's flags and the mode.
+	return unix.Access(dir, unix.W_OK) == nil
+}
+
+// runSealed runs a step that can change nothing undosh could undo as
+// the read-only steps run: under the read-only limit where there is
+// one, else as it is.
+func (r *run) runSealed() int {
+	if r.enforcing() {
+		if l, _ := r.contain(policy.None, r.e.Argv, r.e.Environ); l != nil {
+			return r.e.execAs(l.path, l.argv, l.env, r.src)
+		}
+	}
+	return r.e.exec(r.real, r.src)
 }
 
 // stepEnv is the environment of a protected step's shell: the caller's,
