@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 )
@@ -19,7 +20,7 @@ const commPrefix = "undosh:"
 type outer struct {
 	class policy.Class
 	pid   int
-	step  int // from UNDOSH_STEP, when the environment still has it
+	step  int // the outer undosh's step in this state directory, 0 if none
 	// held: the outer step runs in a view of the machine, and this
 	// process is in it (another mount namespace than the outer undosh):
 	// whatever it writes beyond the outer step's class, the view
@@ -28,9 +29,10 @@ type outer struct {
 }
 
 // outerStep finds the undosh that runs a step around this process by
-// walking the parent chain, so that it survives `env -i`: an ancestor
-// named undosh:<class> whose executable is undosh's own.
-func outerStep(getenv func(string) string) (outer, bool) {
+// walking the parent chain, so that it survives `env -i` and a stale
+// UNDOSH_STEP: an ancestor named undosh:<class> whose executable is
+// undosh's own. Its step number comes from its mark in stateDir.
+func outerStep(stateDir string) (outer, bool) {
 	self, err := os.Stat("/proc/self/exe")
 	if err != nil {
 		return outer{}, false
@@ -45,7 +47,9 @@ func outerStep(getenv func(string) string) (outer, bool) {
 				c, ok := policy.ParseClass(name)
 				if ok {
 					o := outer{class: c, pid: pid}
-					o.step, _ = strconv.Atoi(getenv("UNDOSH_STEP"))
+					if stateDir != "" {
+						o.step = journal.RunningIn(stateDir, pid)
+					}
 					if view {
 						theirs, err1 := os.Stat(proc + "/ns/mnt")
 						ours, err2 := os.Stat("/proc/self/ns/mnt")

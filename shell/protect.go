@@ -57,7 +57,7 @@ func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 	d := r.dec
 	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
 		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
-	out, nested := outerStep(r.e.Getenv)
+	out, nested := outerStep(r.stateDir)
 	if !nested && (where.InCopy("") || where.InHostCopy(r.stateDir)) {
 		// Inside a machine step's copy (the local engine's, or a fork of
 		// the VM the host made): the copy is the protection.

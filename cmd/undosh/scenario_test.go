@@ -1086,6 +1086,8 @@ func TestNesting(t *testing.T) {
 	})
 	// The inner commands are written by the step itself, so that the outer
 	// undosh cannot read them before it runs: only the nested one judges.
+	// A stale UNDOSH_STEP (a harness's snapshot re-exports the one it was
+	// taken in) does not name the outer step: the process does.
 	t.Run("egress inside", func(t *testing.T) {
 		t.Parallel()
 		w := seedWS(t)
@@ -1093,7 +1095,7 @@ func TestNesting(t *testing.T) {
 		w.gitIn(w.root, "init", "-q", "--bare", bare)
 		w.git("remote", "add", "origin", bare)
 		script := filepath.Join(w.root, "inner.sh")
-		r := w.run(`echo a > f; printf 'git push origin main; touch ran\n' > ` + script + `; ` + u + ` ` + script + `; echo inner=$?`)
+		r := w.run(`echo a > f; printf 'git push origin main; touch ran\n' > ` + script + `; UNDOSH_STEP=99 ` + u + ` ` + script + `; echo inner=$?`)
 		if r.code != 0 || r.stdout != "inner=126\n" {
 			t.Errorf("want the inner push refused with 126\n%s", r)
 		}

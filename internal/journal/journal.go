@@ -436,6 +436,31 @@ func (j *Journal) Find(id int) (Record, error) {
 	return Record{}, fmt.Errorf("no step %d in %s (undoctl log lists the steps)", id, j.Path())
 }
 
+// RunningIn returns the number of the step that process pid runs, from
+// its mark in stateDir's active/, or 0 when it runs none there. The
+// process, not an environment variable a child may have saved and
+// re-exported (a harness's shell snapshot), says which step is outer.
+func RunningIn(stateDir string, pid int) int {
+	active := filepath.Join(stateDir, "active")
+	ents, err := os.ReadDir(active)
+	if err != nil {
+		return 0
+	}
+	want := procID(pid)
+	for _, e := range ents {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(active, e.Name()))
+		var r running
+		if err == nil && json.Unmarshal(data, &r) == nil && r.Proc == want {
+			return id
+		}
+	}
+	return 0
+}
+
 // procID names a process so that a reused pid is not mistaken for it:
 // pid and start time.
 func procID(pid int) string {
