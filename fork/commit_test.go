@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -475,6 +476,14 @@ func TestDefaultJournalDir(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(root, HiddenName, "journal", rec.ID))
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("the commit is not journaled in the default place: %v", err)
+	}
+	// A workspace at the mount's top does not show the journal.
+	if _, err := exec.LookPath("git"); err == nil {
+		git := exec.Command("sh", "-c", "git init -q && git status --porcelain --untracked-files=all")
+		git.Dir = root
+		if out, err := git.CombinedOutput(); err != nil || string(out) != "?? srv/x\n" {
+			t.Errorf("git status at the mount's top: %q, %v", out, err)
+		}
 	}
 	if err := Undo(JournalDir(root), rec.ID, false); err != nil {
 		t.Fatal(err)

@@ -24,8 +24,54 @@ import (
 const DefaultCopiesDir = "/var/lib/undosh/fork/copies"
 
 // HiddenName is the engine's directory at the top of each real
-// filesystem (on-disk copies, commit journals). Every copy hides it.
+// filesystem (on-disk copies, commit journals). Every copy hides it. It
+// holds a .gitignore of "*", so that a workspace at a mount's top
+// (a project bind-mounted at /work, a home directory) does not show it
+// in git status, and it is removed once it holds nothing else.
 const HiddenName = ".undosh-fork"
+
+// makeHidden makes dir inside mount's HiddenName directory, with that
+// directory's .gitignore.
+func makeHidden(mount, dir string) error {
+	top := filepath.Join(mount, HiddenName)
+	for try := 0; ; try++ {
+		err := os.MkdirAll(dir, 0o700)
+		if err == nil {
+			break
+		}
+		// tidyHidden, for another copy, removed top meanwhile.
+		if !errors.Is(err, fs.ErrNotExist) || try == 3 {
+			return err
+		}
+	}
+	ignore := filepath.Join(top, ".gitignore")
+	if _, err := os.Lstat(ignore); errors.Is(err, fs.ErrNotExist) {
+		return atomicfile.Write(ignore, []byte("# undosh's fork engine: machine steps' copies and undo data\n*\n"), 0o600)
+	}
+	return nil
+}
+
+// tidyHidden removes mount's HiddenName directory when it holds nothing
+// but empty copies/ and journal/ directories and its .gitignore. Each
+// removal is an rmdir, which fails on a directory something is in.
+func tidyHidden(mount string) {
+	top := filepath.Join(mount, HiddenName)
+	for _, d := range []string{"copies", "journal"} {
+		if err := os.Remove(filepath.Join(top, d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
+	ents, err := os.ReadDir(top)
+	if err != nil || len(ents) != 1 || ents[0].Name() != ".gitignore" {
+		return
+	}
+	os.Remove(filepath.Join(top, ".gitignore"))
+	if os.Remove(top) != nil {
+		// Another copy made something there meanwhile: it keeps the
+		// directory, so put the .gitignore back.
+		makeHidden(mount, top)
+	}
+}
 
 // undoshStateDir is undosh's state directory as root. Every copy hides
 // it.
@@ -339,7 +385,11 @@ func (c *Copy) build(o Options, hidden []string) error {
 			l.SameFS = true
 		}
 		l.Upper, l.Work = filepath.Join(base, "upper"), filepath.Join(base, "work")
-		if err := os.MkdirAll(base, 0o700); err != nil {
+		mk := os.MkdirAll
+		if isHiddenCopyDir(base, c.ID) {
+			mk = func(dir string, _ fs.FileMode) error { return makeHidden(m.Point, dir) }
+		}
+		if err := mk(base, 0o700); err != nil {
 			return err
 		}
 		for _, d := range []string{l.Upper, l.Work} {
@@ -437,6 +487,7 @@ func (c *Copy) Discard() error {
 	for _, l := range c.Overlays {
 		if dir := filepath.Dir(l.Upper); isHiddenCopyDir(dir, c.ID) {
 			errs = append(errs, removeHiddenCopyDir(dir))
+			tidyHidden(l.Mount)
 		}
 	}
 	errs = append(errs, discardDir(c.Dir))
@@ -452,8 +503,7 @@ func isHiddenCopyDir(dir, id string) bool {
 }
 
 // removeHiddenCopyDir removes an on-disk copy's directory on a real
-// filesystem. The directories above it stay, so that the filesystem's
-// root changes only when the first such copy is made.
+// filesystem.
 func removeHiddenCopyDir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("discard copy: %w", err)

@@ -196,3 +196,42 @@ func TestGuardMarkers(t *testing.T) {
 		t.Errorf("guardMarkers = %q, want %q", got, want)
 	}
 }
+
+// The hidden directory is made with its .gitignore and removed once it
+// holds nothing else; one with anything in it stays.
+func TestHiddenDirTidy(t *testing.T) {
+	t.Parallel()
+	mount := t.TempDir()
+	top := filepath.Join(mount, HiddenName)
+	a := filepath.Join(top, "copies", "a")
+	if err := makeHidden(mount, a); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(top, ".gitignore")); err != nil || !strings.HasSuffix(string(b), "\n*\n") {
+		t.Fatalf(".gitignore: %q, %v", b, err)
+	}
+	tidyHidden(mount) // a copy is still there
+	if _, err := os.Stat(a); err != nil {
+		t.Fatalf("tidy removed a live copy: %v", err)
+	}
+	if err := os.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeHidden(mount, filepath.Join(top, "journal", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	tidyHidden(mount) // undo data stays
+	if _, err := os.Stat(filepath.Join(top, "journal", "c1")); err != nil {
+		t.Fatalf("tidy removed undo data: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(top, ".gitignore")); err != nil {
+		t.Errorf("the .gitignore went with undo data left: %v", err)
+	}
+	if err := os.Remove(filepath.Join(top, "journal", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	tidyHidden(mount)
+	if _, err := os.Lstat(top); !os.IsNotExist(err) {
+		t.Errorf("%s is still there with nothing in it: %v", top, err)
+	}
+}

@@ -42,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,7 +252,11 @@ func writeMark(dir, name string, m mark) error {
 // openJournalDir makes the journal directory (root-only) and takes its
 // lock. The caller must call the returned function to release it.
 func openJournalDir(jd string) (func(), error) {
-	if err := os.MkdirAll(jd, 0o700); err != nil {
+	mk := os.MkdirAll
+	if top := filepath.Dir(jd); filepath.Base(top) == HiddenName {
+		mk = func(dir string, _ fs.FileMode) error { return makeHidden(filepath.Dir(top), dir) }
+	}
+	if err := mk(jd, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	var st unix.Stat_t

@@ -19,6 +19,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 )
@@ -312,12 +313,7 @@ func (t *tail) Write(p []byte) (int, error) {
 
 // storeOptions are the checkpoint options the policy gives.
 func (r *run) storeOptions() checkpoint.Options {
-	return storeOptions(r.stateDir, r.pol, r.e.Getenv("HOME"))
-}
-
-// storeOptions are the checkpoint options pol gives, for stores in stateDir.
-func storeOptions(stateDir string, pol *policy.Policy, home string) checkpoint.Options {
-	return checkpoint.Options{StateDir: stateDir, Exclude: pol.Exclude, MaxFileSize: pol.MaxFileSize, Home: home}
+	return state.StoreOptions(r.stateDir, r.pol, r.e.Getenv("HOME"))
 }
 
 // protectGit checkpoints the workspace, runs the step, and rolls it back
@@ -736,7 +732,7 @@ func finishRollbacks(e *Env, stateDir string) {
 			}
 			continue
 		}
-		s, err := checkpoint.Open(p.Root, storeOptions(stateDir, pol, e.Getenv("HOME")))
+		s, err := checkpoint.Open(p.Root, state.StoreOptions(stateDir, pol, e.Getenv("HOME")))
 		if err != nil {
 			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
 			continue

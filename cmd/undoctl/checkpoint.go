@@ -50,7 +50,7 @@ func (c *common) openStore(io stdio, getenv func(string) string) (*checkpoint.St
 // storeOptions are the checkpoint options policy p gives, for stores in
 // the state directory sd.
 func storeOptions(sd string, p *policy.Policy, getenv func(string) string) checkpoint.Options {
-	return checkpoint.Options{StateDir: sd, Exclude: p.Exclude, MaxFileSize: p.MaxFileSize, Home: getenv("HOME")}
+	return state.StoreOptions(sd, p, getenv("HOME"))
 }
 
 func isTerminal(f *os.File) bool {

@@ -2,7 +2,14 @@
 // the journal, caches and logs. It is outside every workspace.
 package state
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"slices"
+
+	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/policy"
+)
 
 // Dir returns the state directory: the flag, then $UNDOSH_STATE_DIR, then
 // /var/lib/undosh for root, else $XDG_STATE_HOME/undosh or
@@ -21,4 +28,13 @@ func Dir(flag string, getenv func(string) string, uid int) string {
 		return filepath.Join(getenv("HOME"), ".local", "state", "undosh")
 	}
 	return ""
+}
+
+// StoreOptions are the checkpoint options for stores in dir under pol.
+// The fork engine's own directory at the top of a mount (.undosh-fork,
+// undo data of machine steps) is never part of a workspace's checkpoint,
+// whatever the policy says: a rollback must not take it away.
+func StoreOptions(dir string, pol *policy.Policy, home string) checkpoint.Options {
+	exclude := append(slices.Clip(pol.Exclude), "**/"+fork.HiddenName+"/**")
+	return checkpoint.Options{StateDir: dir, Exclude: exclude, MaxFileSize: pol.MaxFileSize, Home: home}
 }

@@ -1,6 +1,11 @@
 package state
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"github.com/undosh/undosh/policy"
+)
 
 func TestDir(t *testing.T) {
 	t.Parallel()
@@ -32,5 +37,24 @@ func TestDir(t *testing.T) {
 				t.Errorf("Dir = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// The fork engine's directory is left out of every checkpoint, whatever
+// the policy excludes, and the policy's own list is not changed.
+func TestStoreOptions(t *testing.T) {
+	t.Parallel()
+	pol := &policy.Policy{Exclude: make([]string, 1, 4)}
+	pol.Exclude[0] = "**/.cache/**"
+	o := StoreOptions("/s", pol, "/h")
+	if !slices.Equal(o.Exclude, []string{"**/.cache/**", "**/.undosh-fork/**"}) || o.StateDir != "/s" || o.Home != "/h" {
+		t.Errorf("StoreOptions = %+v", o)
+	}
+	if len(pol.Exclude) != 1 {
+		t.Errorf("the policy's excludes changed: %v", pol.Exclude)
+	}
+	StoreOptions("/s", pol, "/h")
+	if got := pol.Exclude[:2][1]; got != "" {
+		t.Errorf("StoreOptions wrote into the policy's array: %q", got)
 	}
 }
