@@ -251,10 +251,7 @@ func (r *run) protectNone() int {
 	if len(r.dec.Roots) == 0 {
 		r.dec.Roots = classify.WorkspaceRoots(r.cwd, e.Getenv("HOME"))
 	}
-	d := r.dec
-	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
-		Class: policy.Git.String(), Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
-	return r.protectGit(rec, start)
+	return r.protectGit(r.record(start, policy.Git), start)
 }
 
 // sudoKept is contain's reason for not holding a step that runs sudo

@@ -255,9 +255,8 @@ func (r *run) rerunMachine(first int) int {
 	if len(r.dec.Roots) == 0 {
 		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
 	}
-	d := r.dec
-	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(), RerunOf: first,
-		Class: c.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
+	rec := r.record(start, c)
+	rec.RerunOf = first
 	if code, asGit := r.protectMachine(rec, start); !asGit {
 		return code
 	}

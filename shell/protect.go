@@ -21,6 +21,7 @@ import (
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/where"
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -56,8 +57,7 @@ const (
 // the machine. It returns the step's journal record so far.
 func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 	d := r.dec
-	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Command: r.commandText(),
-		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Verify: d.Verify}
+	rec := r.record(start, d.Class)
 	out, nested := outerStep(r.stateDir)
 	if !nested && (where.InCopy("") || where.InHostCopy(r.stateDir)) {
 		// Inside a machine step's copy (the local engine's, or a fork of
@@ -131,19 +131,68 @@ func (r *run) protectSession() int {
 	return r.protectGit(rec, start)
 }
 
-// commandText is the step as the journal shows it.
-func (r *run) commandText() string {
+// record starts the journal record of the step, run as class c.
+func (r *run) record(start time.Time, c policy.Class) journal.Record {
+	d := r.dec
+	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Class: c.String(), Egress: d.Egress,
+		Verdict: d.Verdict.String(), Verify: d.Verify}
+	rec.Command, rec.Wrapper = r.commandText()
+	rec.Reasons, rec.ReasonsLeft = keptReasons(d.Reasons, c, d.Verdict)
+	return rec
+}
+
+// maxCommand bounds the command the journal keeps for a step.
+const maxCommand = 4096
+
+// commandText is the step as the journal shows it: the command alone
+// when a harness wrapped it in scaffolding, with the scaffolding saved
+// once in the state directory.
+func (r *run) commandText() (string, *journal.Wrapper) {
+	var t string
+	var wr *journal.Wrapper
 	switch r.inv.Mode {
 	case ModeCommand:
-		return r.inv.Command
+		t = r.inv.Command
+		if w, ok := parser.Unwrap(t); ok && r.stateDir != "" {
+			if id, err := journal.SaveScaffold(r.stateDir, w.Scaffold); err == nil {
+				t, wr = w.Command, &journal.Wrapper{Harness: w.Harness, Scaffold: id}
+			}
+		}
 	case ModeScript:
-		return strings.Join(r.e.Argv, " ")
+		t = strings.Join(r.e.Argv, " ")
+	default:
+		t = r.src.text
 	}
-	t := r.src.text
-	if len(t) > 4096 {
-		t = t[:4096] + "…"
+	if len(t) > maxCommand {
+		t = strings.ToValidUTF8(t[:maxCommand], "") + "…"
 	}
-	return t
+	return t, wr
+}
+
+// maxReasons bounds the reasons the journal keeps beyond those that
+// decided the step; undoctl explain gives them all.
+const maxReasons = 8
+
+// keptReasons are the reasons the journal keeps for a step run as class
+// c with verdict v: every one that decided the class or the verdict,
+// then the first others up to maxReasons, and the count of the rest.
+func keptReasons(all []policy.Reason, c policy.Class, v policy.Verdict) ([]policy.Reason, int) {
+	if len(all) <= maxReasons {
+		return all, 0
+	}
+	var kept, others []policy.Reason
+	for _, x := range all {
+		if x.Class == c || (x.Verdict == v && v != policy.Run) {
+			kept = append(kept, x)
+		} else if len(others) < maxReasons {
+			others = append(others, x)
+		}
+	}
+	if len(kept) > 4*maxReasons {
+		kept = kept[:4*maxReasons]
+	}
+	kept = append(kept, others[:min(len(others), max(0, maxReasons-len(kept)))]...)
+	return kept, len(all) - len(kept)
 }
 
 // denial returns the reason a denied step is refused, and its rule.

@@ -206,8 +206,8 @@ func (s *session) settleLine(cur *line, b *beyond, code int) {
 	if !ok {
 		return
 	}
-	rec := journal.Record{Time: cur.start, PID: os.Getpid(), Cwd: lr.cwd, Command: lr.commandText(), ID: step.ID,
-		Class: d.Class.String(), Egress: d.Egress, Verdict: d.Verdict.String(), Reasons: d.Reasons, Exit: code}
+	rec := lr.record(cur.start, d.Class)
+	rec.ID, rec.Exit, rec.Verify = step.ID, code, ""
 	what := fmt.Sprintf("step %d, run as read-only, wrote %s", step.ID, beyondText(b))
 	how := lr.escalation()
 	failed := code != 0 && d.Rollback == policy.RollbackOnFailure

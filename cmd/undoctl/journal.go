@@ -105,7 +105,7 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 		if *asJSON {
 			return printJSON(io.out, r)
 		}
-		showRecord(io, r)
+		showRecord(io, sd, r)
 		return nil
 	}
 	n, err := stepArg(ops[0])
@@ -115,12 +115,15 @@ func journalCmd(name string, args []string, io stdio, getenv func(string) string
 	return back(&c, j, sd, n, io, getenv, *asJSON, *force)
 }
 
-func showRecord(io stdio, r journal.Record) {
+func showRecord(io stdio, sd string, r journal.Record) {
 	w := io.out
 	fmt.Fprintf(w, "step:      %d\n", r.ID)
 	fmt.Fprintf(w, "time:      %s (%.1f ms)\n", r.Time.Local().Format(time.RFC3339), r.Duration)
 	fmt.Fprintf(w, "cwd:       %s\n", r.Cwd)
 	fmt.Fprintf(w, "command:   %s\n", oneLine(r.Command, 2000))
+	if wr := r.Wrapper; wr != nil {
+		fmt.Fprintf(w, "wrapper:   %s's scaffolding around it, %s\n", wr.Harness, journal.ScaffoldFile(sd, wr.Scaffold))
+	}
 	eg := ""
 	if r.Egress {
 		eg = ", egress"
@@ -168,6 +171,9 @@ func showRecord(io stdio, r journal.Record) {
 				at = " (" + rs.At + ")"
 			}
 			fmt.Fprintf(w, "  %-5s %s%s at %s: %s\n", rs.Class, rs.Rule, at, rs.Pos, oneLine(rs.Text, 200))
+		}
+		if r.ReasonsLeft > 0 {
+			fmt.Fprintf(w, "  … and %d more that did not decide it (undoctl explain lists them all)\n", r.ReasonsLeft)
 		}
 	}
 	if r.VerifyOutput != "" {

@@ -13,6 +13,8 @@ package journal
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,9 +78,15 @@ type Record struct {
 	Egress   bool            `json:"egress,omitempty"`
 	Verdict  string          `json:"verdict"`
 	Reasons  []policy.Reason `json:"reasons,omitempty"`
-	Parent   int             `json:"parent,omitempty"`   // the step this one ran inside
-	RerunOf  int             `json:"rerun_of,omitempty"` // the step this one runs again, at a higher class
-	Points   []Checkpoint    `json:"checkpoints,omitempty"`
+	// ReasonsLeft counts the reasons left out of Reasons: those that
+	// did not decide the class or the verdict, past the first few.
+	ReasonsLeft int `json:"reasons_left,omitempty"`
+	// Wrapper is set when a harness wrapped the command in its
+	// scaffolding: Command is then the command alone.
+	Wrapper *Wrapper     `json:"wrapper,omitempty"`
+	Parent  int          `json:"parent,omitempty"`   // the step this one ran inside
+	RerunOf int          `json:"rerun_of,omitempty"` // the step this one runs again, at a higher class
+	Points  []Checkpoint `json:"checkpoints,omitempty"`
 	// Machine lists the commits of a machine step run in a copy.
 	Machine []MachineCommit `json:"machine,omitempty"`
 	// CPUs and MemGiB are the size of the sandbox a machine step forked,
@@ -103,6 +111,36 @@ type Record struct {
 	HostOp       string `json:"host_op,omitempty"`
 	// Escalated is set when the step wrote beyond what its class allows.
 	Escalated *Escalation `json:"escalated,omitempty"`
+}
+
+// Wrapper names the scaffolding a harness put around a step's command.
+type Wrapper struct {
+	Harness string `json:"harness"` // the form: claude-code, codex, gemini-cli
+	// Scaffold names the scaffold's text in the state directory,
+	// wrappers/<Scaffold>.sh: the same file for every command of a
+	// session.
+	Scaffold string `json:"scaffold"`
+}
+
+// SaveScaffold keeps text, a harness's scaffolding with the command's
+// place marked, in stateDir's wrappers/ under its hash, once, and returns
+// the name a [Wrapper] gives it.
+func SaveScaffold(stateDir, text string) (string, error) {
+	sum := sha256.Sum256([]byte(text))
+	id := hex.EncodeToString(sum[:8])
+	name := ScaffoldFile(stateDir, id)
+	if _, err := os.Lstat(name); err == nil {
+		return id, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return id, fmt.Errorf("journal: %w", err)
+	}
+	return id, atomicfile.Write(name, []byte(text), 0o600)
+}
+
+// ScaffoldFile names the file of scaffold id in stateDir.
+func ScaffoldFile(stateDir, id string) string {
+	return filepath.Join(stateDir, "wrappers", id+".sh")
 }
 
 // Escalation says that a step wrote beyond what its class allows (the
