@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"maps"
 	"path"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 	var env []string
 	shadow := false
+	var path *Arg // PATH=value before the command: it runs under that PATH
 	for _, a := range ce.Assigns {
 		w.assignSubs(a)
 	}
@@ -22,16 +24,24 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 			continue
 		}
 		name := a.Name.Value
+		old, had := w.lookup(name)
 		if len(ce.Args) > 0 {
 			env = append(env, name)
-			if shadowVars[name] || gitProgramVar(name) {
+			v, known := w.value(a)
+			if known && had && old == v {
+				continue // the value it has: nothing changes
+			}
+			if name == "PATH" {
+				path = &Arg{Value: v, Dynamic: !known}
+			} else if shadowVars[name] || gitProgramVar(name) {
 				shadow = true
 			}
 			w.envCode(s, name, a.Value)
 			continue
 		}
-		w.assign(a)
-		w.envCode(s, name, a.Value)
+		if v, known := w.assign(a); !known || !had || old != v {
+			w.envCode(s, name, a.Value)
+		}
 	}
 	argv := w.words(ce.Args)
 	writes := w.redirects(s, nil)
@@ -45,7 +55,30 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 	c := Command{Pos: w.pos(s.Pos()), Text: w.text(s), Argv: argv, Env: env,
 		Cwd: w.st.cwd, Writes: writes, Shadowed: shadow}
 	c.Stdin, _ = w.stdinText(s)
+	if path != nil {
+		w.withPATH(*path, func() { w.command(s, c) })
+		return
+	}
 	w.command(s, c)
+}
+
+// withPATH runs fn, a command given PATH=v before it, with PATH set to v
+// and exported, as bash does both to find the command and for the
+// programs it starts; then it puts PATH back.
+func (w *walker) withPATH(v Arg, fn func()) {
+	saved, savedSet := w.varBinding("PATH"), w.st.pathSet
+	w.setVar("PATH", v.Value, !v.Dynamic)
+	w.export("PATH")
+	want := w.varBinding("PATH")
+	fn()
+	if w.varBinding("PATH") != want {
+		// The command set PATH itself (PATH=x eval 'PATH=y'): which of
+		// the two stays is not modelled.
+		w.setVar("PATH", "", false)
+		return
+	}
+	w.st.vars.set("PATH", saved)
+	w.st.pathSet = savedSet
 }
 
 func (w *walker) assignSubs(a *syntax.Assign) {
@@ -60,24 +93,60 @@ func (w *walker) assignSubs(a *syntax.Assign) {
 	}
 }
 
-// assign records a shell variable assignment.
-func (w *walker) assign(a *syntax.Assign) {
-	name := a.Name.Value
-	if a.Index != nil || a.Array != nil || a.Append || a.Value == nil {
-		w.setVar(name, "", a.Value == nil && a.Array == nil && a.Index == nil && !a.Append)
-		return
+// value returns the value an assignment gives its name, and whether the
+// parser knows it.
+func (w *walker) value(a *syntax.Assign) (string, bool) {
+	if a.Index != nil || a.Array != nil || a.Append {
+		return "", false
+	}
+	if a.Value == nil {
+		return "", true
 	}
 	if v, ok := w.mktempValue(a.Value); ok {
-		w.setVar(name, v, true)
-		return
+		return v, true
 	}
 	args := w.word(a.Value)
 	// Assignments are not field-split: a known value is one string.
 	if len(args) == 1 && !args[0].Dynamic {
-		w.setVar(name, args[0].Value, true)
-		return
+		return args[0].Value, true
 	}
-	w.setVar(name, "", false)
+	return "", false
+}
+
+// assign records a shell variable assignment and returns the value, when
+// it is known.
+func (w *walker) assign(a *syntax.Assign) (string, bool) {
+	v, known := w.value(a)
+	w.setVar(a.Name.Value, v, known)
+	return v, known
+}
+
+// declFlags returns the option letters of a declare, local, export,
+// readonly or typeset, those given with - and those with +, from the
+// literal option words before its first name. ok is false when an option
+// word is dynamic.
+func (w *walker) declFlags(d *syntax.DeclClause) (minus, plus string, ok bool) {
+	for _, a := range d.Args {
+		if !a.Naked || a.Name != nil {
+			return minus, plus, true
+		}
+		for _, arg := range w.word(a.Value) {
+			v := arg.Value
+			switch {
+			case arg.Dynamic:
+				return minus, plus, false
+			case v == "--":
+				return minus, plus, true
+			case len(v) > 1 && v[0] == '-':
+				minus += v[1:]
+			case len(v) > 1 && v[0] == '+':
+				plus += v[1:]
+			default:
+				return minus, plus, true
+			}
+		}
+	}
+	return minus, plus, true
 }
 
 // decl handles declare, local, export, readonly and typeset.
@@ -87,18 +156,32 @@ func (w *walker) decl(s *syntax.Stmt, d *syntax.DeclClause) {
 	}
 	variant := d.Variant.Value
 	if variant == "nameref" {
-		w.shared.unroll.namerefs = true
+		w.nameref()
 	}
-	exporting := variant == "export"
-	for _, a := range d.Args {
-		if a.Naked && a.Name == nil {
-			for _, arg := range w.word(a.Value) {
-				if !arg.Dynamic && strings.HasPrefix(arg.Value, "-") && strings.Contains(arg.Value, "x") {
-					exporting = true // declare -x
-				}
-			}
+	minus, plus, _ := w.declFlags(d)
+	all := minus + plus
+	// With -f or -F the names are functions; declare, local and typeset
+	// with -p only print. In these forms nothing is assigned.
+	functions := strings.ContainsAny(all, "fF")
+	printing := strings.Contains(all, "p") && variant != "export" && variant != "readonly"
+	c := Command{Pos: w.pos(s.Pos()), Text: w.text(s), Argv: []Arg{{Value: variant}},
+		Builtin: true, WritesKnown: true, Cwd: w.st.cwd}
+	if functions || printing {
+		if functions && (variant == "export" || strings.Contains(minus, "x")) {
+			w.exportFuncs(d)
 		}
+		c.Writes = w.redirects(s, nil)
+		w.record(c)
+		return
 	}
+	if strings.Contains(minus, "n") && variant != "export" {
+		w.nameref() // declare -n: assigning one name may assign another
+	}
+	exporting := variant == "export" || strings.Contains(minus, "x")
+	// local, and declare or typeset in a function without -g, make the
+	// name local: unset until it is assigned.
+	local := variant == "local" || len(w.shared.calling) > 0 && variant != "export" &&
+		variant != "readonly" && !strings.Contains(minus, "g")
 	defer func() {
 		if !exporting {
 			return
@@ -112,34 +195,74 @@ func (w *walker) decl(s *syntax.Stmt, d *syntax.DeclClause) {
 	for _, a := range d.Args {
 		switch {
 		case a.Naked && a.Name == nil:
-			args := w.word(a.Value)
-			for _, arg := range args {
-				if !arg.Dynamic && strings.HasPrefix(arg.Value, "-") && strings.Contains(arg.Value, "n") {
-					// declare -n: assigning one name may assign another.
-					w.shared.unroll.namerefs = true
-				}
+			for _, arg := range w.word(a.Value) {
 				if arg.Dynamic {
 					w.unknown(a.Pos(), variant+" of a non-literal name", arg.Value)
-				} else if name, val, ok := strings.Cut(arg.Value, "="); ok {
+				} else if name, val, ok := strings.Cut(arg.Value, "="); ok && !strings.HasPrefix(name, "-") && !strings.HasPrefix(name, "+") {
 					w.setVar(name, val, true)
 				}
 			}
 		case a.Name != nil && a.Naked:
-			if shadowVars[a.Name.Value] && variant == "export" {
-				// export of a name already set changes nothing we track.
-				continue
+			name := a.Name.Value
+			if variant == "export" {
+				continue // export NAME keeps its value
 			}
-			if _, ok := w.st.vars[a.Name.Value]; !ok && variant != "export" {
-				w.setVar(a.Name.Value, "", true)
+			_, set := w.lookup(name)
+			switch {
+			case !set && w.varBinding(name).how != unknownVal && !w.hideAll && !w.hidden[name]:
+				w.setVar(name, "", true)
+			case local:
+				w.setVar(name, "", false)
 			}
 		case a.Name != nil:
-			w.assign(a)
-			w.envCode(s, a.Name.Value, a.Value)
+			old, had := w.lookup(a.Name.Value)
+			if v, known := w.assign(a); !known || !had || old != v {
+				w.envCode(s, a.Name.Value, a.Value)
+			}
 		}
 	}
-	c := Command{Pos: w.pos(s.Pos()), Text: w.text(s), Argv: []Arg{{Value: variant}},
-		Builtin: true, WritesKnown: true, Cwd: w.st.cwd, Writes: w.redirects(s, nil)}
+	c.Writes = w.redirects(s, nil)
 	w.record(c)
+}
+
+// nameref notes a `declare -n`: from then on an assignment may assign any
+// name, PATH and LD_PRELOAD included.
+func (w *walker) nameref() {
+	w.shared.unroll.namerefs = true
+	w.st.shadow = true
+}
+
+// exportFuncs marks the functions a declare -fx or export -f names as
+// exported; a name known only at run time may be any of them.
+func (w *walker) exportFuncs(d *syntax.DeclClause) {
+	mark := func(name string) {
+		if fd, _ := w.st.funcs.get(name); fd != nil && !fd.exported {
+			m := *fd
+			m.exported = true
+			w.st.funcs.set(name, &m)
+		}
+	}
+	for _, a := range d.Args {
+		if a.Name != nil {
+			mark(a.Name.Value)
+			continue
+		}
+		for _, arg := range w.word(a.Value) {
+			switch {
+			case arg.Dynamic:
+				var names []string
+				w.st.funcs.each(func(name string, _ *funcDef) bool {
+					names = append(names, name)
+					return true
+				})
+				for _, name := range names {
+					mark(name)
+				}
+			case !strings.HasPrefix(arg.Value, "-") && !strings.HasPrefix(arg.Value, "+"):
+				mark(arg.Value)
+			}
+		}
+	}
 }
 
 // command dispatches a command whose argv is known: functions, wrappers,
@@ -156,17 +279,23 @@ func (w *walker) command(s *syntax.Stmt, c Command) {
 		w.record(c)
 		return
 	}
-	if val, ok := w.shared.aliases[name]; ok {
-		c.Shadowed = true
+	if val, ok := w.st.aliases.get(name); ok && !w.shared.expanding[name] {
+		// Whether bash expands it depends on expand_aliases: walk the
+		// alias, then the name as it stands.
 		w.aliasUse(s, c, val)
 	}
-	if fd := w.shared.funcs[name]; fd != nil && !wrappedAway(c.Wrappers) {
-		c.Function = true
-		c.Builtin = true
-		c.WritesKnown = true
-		w.record(c)
+	if fd, _ := w.st.funcs.get(name); fd != nil && !wrappedAway(c.Wrappers) {
+		fc := c
+		fc.Function, fc.Builtin, fc.WritesKnown = true, true, true
+		w.record(fc)
 		w.callFunc(name, fd, c.Argv[1:])
-		return
+		if !fd.maybe {
+			return
+		}
+		// It may not be defined here: the name may run the program too.
+	}
+	if w.pathShadows(name) && !shellBuiltin(name) {
+		c.Shadowed = true
 	}
 	if spec, ok := wrapperFor(baseName(name)); ok {
 		if w.unwrap(s, c, spec) {
@@ -189,6 +318,15 @@ func (w *walker) command(s *syntax.Stmt, c Command) {
 	if c.Argv != nil { // program clears Argv when it recorded c itself
 		w.record(c)
 	}
+}
+
+// shellBuiltin reports whether bash runs name itself, without looking it
+// up in PATH.
+func shellBuiltin(name string) bool {
+	if _, ok := builtin(name); ok {
+		return true
+	}
+	return name == "exec" || name == "command" || name == "builtin"
 }
 
 // wrappedAway reports whether a wrapper makes the shell skip functions.
@@ -219,11 +357,14 @@ func (w *walker) callFunc(name string, fd *funcDef, args []Arg) {
 		}
 		w.st.args = append(w.st.args, a.Value)
 	}
-	fd.w.st = w.st
+	// The body sees the variables and functions of the shell that calls
+	// it, which may be a child process of the one that defined it.
+	savedHidden, savedAll := fd.w.hidden, fd.w.hideAll
+	fd.w.st, fd.w.hidden, fd.w.hideAll = w.st, w.hidden, w.hideAll
 	fd.w.stmt(fd.body)
 	w.st = fd.w.st
 	w.st.args = savedArgs
-	fd.w.st = saved
+	fd.w.st, fd.w.hidden, fd.w.hideAll = saved, savedHidden, savedAll
 }
 
 type builtinFunc func(w *walker, s *syntax.Stmt, c *Command)
@@ -322,6 +463,7 @@ func bCd(w *walker, s *syntax.Stmt, c *Command) {
 
 // chdir moves the tracked cwd; "" makes it unknown.
 func (w *walker) chdir(target string) {
+	w.shared.unroll.chdirs++
 	old := w.st.cwd
 	switch {
 	case target == "":
@@ -429,10 +571,95 @@ func bTrap(w *walker, s *syntax.Stmt, c *Command) {
 	if ops[0].Value == "-" || ops[0].Value == "" {
 		return
 	}
-	w.subshell(func() {
-		w.st.cwd = "" // a trap runs wherever the shell is when it fires
-		w.code(s.Pos(), "trap", ops[0].Value)
-	})
+	u := w.shared.unroll
+	w.st.traps = append(w.st.traps, &trap{w: w, at: s.Pos(), code: ops[0].Value, hidden: w.hidden,
+		hideAll: w.hideAll, clock: u.clock, chdirs: u.chdirs, funcs: w.st.funcs.clone()})
+}
+
+// trap is trap code waiting for the end of the shell that set it.
+type trap struct {
+	w    *walker // the walker that set it, for positions
+	at   syntax.Pos
+	code string
+	// hidden and hideAll are what the shell that set it does not see.
+	hidden  map[string]bool
+	hideAll bool
+	// clock and chdirs are the Parse's clocks when the trap was set, and
+	// funcs the functions then.
+	clock, chdirs int
+	funcs         table[*funcDef]
+}
+
+// runTraps walks the traps set in the shell that is ending, with the
+// state it ends with. A trap runs later than it is set: at the end (EXIT),
+// or whenever a signal comes. So its code sees a variable's value only
+// when nothing after the trap assigns it, the cwd only when nothing after
+// it changes directory, and a function only when nothing after it
+// defines it anew; the rest is unknown (a function is walked and also
+// taken for the program it names). Trap code that sets traps has them
+// walked too.
+func (w *walker) runTraps() {
+	if len(w.st.traps) == 0 {
+		return
+	}
+	end := w.st
+	u := w.shared.unroll
+	type key struct {
+		w    *walker
+		at   syntax.Pos
+		code string
+	}
+	seen := map[key]bool{}
+	for _, t := range end.traps {
+		// A trap set again (in a loop) keeps its first setting, which
+		// hides the most.
+		k := key{t.w, t.at, t.code}
+		if seen[k] || w.shared.full {
+			continue
+		}
+		seen[k] = true
+		dw := t.w
+		if dw.depth+1 > dw.opts.MaxDepth {
+			dw.unknown(t.at, "nested code is too deep to analyse", "trap")
+			continue
+		}
+		n := dw.nested(t.at, "trap")
+		n.st = end.clone()
+		n.st.traps = nil
+		if u.chdirs != t.chdirs {
+			n.st.cwd = ""
+		}
+		n.hidden = t.hidden
+		n.hideAll = t.hideAll || u.namerefs || u.last[""] > t.clock
+		cloned := false
+		for name, at := range u.last {
+			if at > t.clock && !n.hidden[name] {
+				if !cloned {
+					n.hidden, cloned = maps.Clone(t.hidden), true
+					if n.hidden == nil {
+						n.hidden = map[string]bool{}
+					}
+				}
+				n.hidden[name] = true
+			}
+		}
+		differing(&t.funcs, &n.st.funcs, func(name string) {
+			was, _ := t.funcs.get(name)
+			now, _ := n.st.funcs.get(name)
+			if was == now {
+				return
+			}
+			fd := now
+			if fd == nil {
+				fd = was
+			}
+			m := *fd
+			m.maybe = true
+			n.st.funcs.set(name, &m)
+		})
+		n.source(t.code, "")
+		n.runTraps()
+	}
 }
 
 func bAlias(w *walker, s *syntax.Stmt, c *Command) {
@@ -446,10 +673,7 @@ func bAlias(w *walker, s *syntax.Stmt, c *Command) {
 		if !ok {
 			continue
 		}
-		if w.shared.aliases == nil {
-			w.shared.aliases = map[string]string{}
-		}
-		w.shared.aliases[name] = val
+		w.st.aliases.set(name, val)
 	}
 }
 
@@ -548,12 +772,35 @@ func bKill(w *walker, s *syntax.Stmt, c *Command) {
 
 func bUnset(w *walker, s *syntax.Stmt, c *Command) {
 	c.WritesKnown = true
+	funcs, vars := false, false
+	for _, a := range c.Argv[1:] {
+		if a.Value == "--" {
+			break
+		}
+		if !a.Dynamic && strings.HasPrefix(a.Value, "-") {
+			funcs = funcs || strings.Contains(a.Value, "f")
+			vars = vars || strings.Contains(a.Value, "v")
+		}
+	}
 	for _, a := range operands(c) {
 		if a.Dynamic {
 			continue
 		}
 		w.checkLiteralAt(c.Pos, a.Value)
+		if funcs {
+			// unset -f: the name runs the program again.
+			w.st.funcs.del(a.Value)
+			continue
+		}
+		_, set := w.lookup(a.Value)
 		w.setVar(a.Value, "", false)
+		if fd, _ := w.st.funcs.get(a.Value); fd != nil && !vars && !set && !fd.maybe {
+			// Plain unset removes the function when no variable has the
+			// name.
+			m := *fd
+			m.maybe = true
+			w.st.funcs.set(a.Value, &m)
+		}
 	}
 }
 
@@ -632,7 +879,20 @@ func (w *walker) aliasUse(s *syntax.Stmt, c Command, val string) {
 		}
 		parts = append(parts, q)
 	}
-	w.subshell(func() { w.code(s.Pos(), "alias "+c.Argv[0].Value, strings.Join(parts, " ")) })
+	name := c.Argv[0].Value
+	if w.shared.expanding == nil {
+		w.shared.expanding = map[string]bool{}
+	}
+	w.shared.expanding[name] = true
+	// The alias is walked aside, since the name is walked as it stands
+	// too; the traps it sets stay with the shell.
+	saved := w.st
+	w.st = saved.clone()
+	set := len(w.st.traps)
+	w.code(s.Pos(), "alias "+name, strings.Join(parts, " "))
+	saved.traps = append(saved.traps[:len(saved.traps):len(saved.traps)], w.st.traps[set:]...)
+	w.st = saved
+	delete(w.shared.expanding, name)
 }
 
 func isStdinPath(p string) bool {

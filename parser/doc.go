@@ -15,6 +15,21 @@
 // file system) is walked once per item with NAME bound to it, so the facts
 // name each path the loop writes.
 //
+// The walk follows what each shell can see. A subshell ( ), a pipeline
+// or a substitution starts with a copy of the variables, functions and
+// aliases of its shell, and what it changes stays there. A child process
+// (`bash -c`, a script, `xargs sh -c`) sees only the exported variables
+// and functions (export -f), and no aliases. Trap code is walked when the
+// shell that set it ends, seeing a variable's value only when nothing
+// after the trap assigns it. An if whose condition tests text the parser
+// knows (`[ -n "${X+x}" ]`) walks the branch that runs; otherwise each
+// branch may or may not run, and what they change is unknown after the if.
+//
+// Changing PATH shadows the names without a slash that may then find
+// another program. With [Options.LookPath] and a PATH known to the
+// parser, each name is looked up under both PATHs and is shadowed only
+// when the two differ; a PATH re-set to the value it has changes nothing.
+//
 // Whatever the parser cannot see before the code runs is reported as unknown
 // code ([Facts.Unknown]): a command name that is not literal, eval of a
 // non-literal, ${x@P}, text that bash would evaluate as an array subscript
@@ -27,5 +42,5 @@
 // environment and keeps no globals. A caller that wants scripts classified
 // (`bash x.sh`, `source x.sh`, `./x.sh`, `npm run build`) supplies
 // [Options.ReadFile]; the environment that tilde and $VAR resolve against is
-// [Options.Env].
+// [Options.Env]; the lookup of names in PATH is [Options.LookPath].
 package parser

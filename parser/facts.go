@@ -94,12 +94,18 @@ type Command struct {
 	// knows completely, so Writes is all it writes. For other programs a
 	// caller should assume they may write under Cwd.
 	WritesKnown bool
-	// Shadowed is set when the name may not mean the program it spells: it
-	// is defined as a function or alias in the source, PATH or `hash` was
-	// changed before it, or LD_PRELOAD, BASH_ENV and the like are set.
+	// Shadowed is set when the name may not mean the program it spells:
+	// PATH was changed before it and the name may find another file (a
+	// name with a slash is not looked up; see [Options.LookPath]), `hash`
+	// or `enable` was used, or LD_PRELOAD, BASH_ENV and the like are set.
+	// A function or alias of the same name is walked as what it runs
+	// instead.
 	Shadowed bool
-	// Function is set when the name is a function defined in the source;
-	// the function's body is walked as commands of its own.
+	// Function is set for a call of a function defined in the source, in
+	// this shell or a subshell of it (or exported to a child bash); the
+	// function's body is walked as commands of its own. When the function
+	// may not be defined there (it was defined in a branch, say), the
+	// name is also recorded as the program it spells.
 	Function bool
 	// Builtin is set for shell builtins and keywords that run in the shell
 	// itself (cd, export, test, …).

@@ -237,7 +237,7 @@ func quietRedirs(redirs []*syntax.Redirect, file bool) bool {
 		}
 		switch r.Op {
 		case syntax.DplOut, syntax.DplIn:
-		case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrAll, syntax.AppAll:
+		case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll:
 			if word != "/dev/null" && (!file || r.Op == syntax.RdrIn) {
 				return false
 			}

@@ -29,12 +29,29 @@ type unroll struct {
 	// namerefs is set once `declare -n` is seen: assigning one name may
 	// then assign any other.
 	namerefs bool
+	// clock counts the assignments (and loop items) of the whole Parse;
+	// last is the clock at the latest one per name, so that a trap can
+	// tell which names may change after it is set. chdirs counts the
+	// changes of directory the same way.
+	clock  int
+	last   map[string]int
+	chdirs int
 }
 
 // noteAssign counts an assignment to name, so that a loop can tell whether
-// its body assigns its variable.
+// its body assigns its variable, and a trap whether it may see another
+// value.
 func (w *walker) noteAssign(name string) {
 	w.shared.unroll.sets[name]++
+	w.tick(name)
+}
+
+// tick moves the clock of name without counting an assignment of the
+// loop body.
+func (w *walker) tick(name string) {
+	u := w.shared.unroll
+	u.clock++
+	u.last[name] = u.clock
 }
 
 // unmodelledAssign handles an assignment the walker does not model:
@@ -42,10 +59,15 @@ func (w *walker) noteAssign(name string) {
 // holds the item a loop gave it.
 func (w *walker) unmodelledAssign(name string) {
 	w.noteAssign(name)
-	for v := range w.st.private {
-		if v == name || name == "" {
-			w.setVar(v, "", false)
+	var private []string
+	w.st.vars.each(func(v string, b binding) bool {
+		if b.private && (v == name || name == "") {
+			private = append(private, v)
 		}
+		return true
+	})
+	for _, v := range private {
+		w.setVar(v, "", false)
 	}
 }
 
@@ -152,13 +174,16 @@ func (w *walker) forClause(s *syntax.Stmt, c *syntax.ForClause) {
 	// item: NAME does not hold the last item there.
 	w.compoundRedirs(s)
 	if known {
-		w.st.vars[name] = last
-		delete(w.st.unknown, name)
-		if w.st.private == nil {
-			w.st.private = map[string]bool{}
-		}
-		w.st.private[name] = true
+		w.bindItem(name, last)
 	}
+}
+
+// bindItem gives a loop's variable one of its items.
+func (w *walker) bindItem(name, item string) {
+	w.tick(name)
+	b, _ := w.st.vars.get(name)
+	b.value, b.how, b.private = item, knownVal, true
+	w.st.vars.set(name, b)
 }
 
 // loopItems expands the words of `for NAME in WORDS`, or returns nil when
@@ -219,12 +244,7 @@ func (w *walker) eachItem(name string, items []string, body func()) (string, boo
 	var ends []*state
 	for k, v := range items {
 		w.st = start.clone()
-		w.st.vars[name] = v
-		delete(w.st.unknown, name)
-		if w.st.private == nil {
-			w.st.private = map[string]bool{}
-		}
-		w.st.private[name] = true
+		w.bindItem(name, v)
 		cmds, finds := len(w.facts.Commands), len(w.facts.Unknown)
 		if k > 0 {
 			w.shared.commands = base
@@ -237,7 +257,7 @@ func (w *walker) eachItem(name string, items []string, body func()) (string, boo
 				known = false
 			}
 		}
-		if got, ok := w.st.vars[name]; !ok || got != v || u.sets[name] != sets {
+		if got := w.varBinding(name); got.how != knownVal || got.value != v || u.sets[name] != sets {
 			known = false
 		}
 		w.dropRepeats(&seen, k == 0, cmds, finds)
@@ -254,10 +274,15 @@ func (w *walker) eachItem(name string, items []string, body func()) (string, boo
 		return "", false
 	}
 	// After the loop the state is what no item changed, as after any
-	// loop, plus the symlinks that some item made.
+	// loop, plus the symlinks and the traps that some item made.
 	w.st = ends[len(ends)-1]
 	for i := len(ends) - 1; i >= 0; i-- {
 		forgetChanges(w.st, start, ends[i])
+		for _, t := range ends[i].traps {
+			if !slices.Contains(w.st.traps, t) {
+				w.st.traps = append(w.st.traps, t)
+			}
+		}
 		for link, target := range ends[i].links {
 			if _, ok := w.st.links[link]; !ok {
 				if w.st.links == nil {
@@ -340,16 +365,6 @@ func (r *repeats) has(all []Command, c Command) bool {
 		}
 	}
 	return false
-}
-
-// inline reports whether nested code reached by via runs right where it
-// is reached, in the same shell, and so sees the values of its loop
-// variables. Other code runs in a process of its own, which does not see
-// them (they are not exported), or later (a trap), when they may hold
-// something else.
-func inline(via string) bool {
-	return via == "eval" || strings.HasPrefix(via, "alias ") ||
-		strings.HasPrefix(via, "source ") || strings.HasPrefix(via, ". ")
 }
 
 // assignOp reports the arithmetic operators that assign their left side.

@@ -40,6 +40,14 @@ type Options struct {
 	// an interactive session of that program, an unknown program, rather
 	// than code the parser cannot see.
 	Terminal bool
+	// LookPath, when set, says which file a command name runs under a PATH
+	// value: the first executable regular file of that name in PATH's
+	// directories, or false when there is none. With it, a name that the
+	// source's new PATH resolves to the same file as the environment's PATH
+	// (Env["PATH"]) is not shadowed. Without it, or when PATH's new value
+	// is not known, any change of PATH shadows every name without a slash.
+	// Parse passes only PATH values whose directories are all absolute.
+	LookPath func(name, pathValue string) (string, bool)
 }
 
 // Parse walks src and returns the facts about it. It never panics on any
@@ -53,14 +61,10 @@ func Parse(src string, opts Options) *Facts {
 	}
 	f := &Facts{}
 	w := &walker{
-		opts:  &opts,
-		facts: f,
-		st: &state{
-			cwd:  cleanAbs(opts.Cwd),
-			vars: map[string]string{},
-		},
-		shared: &shared{funcs: map[string]*funcDef{}, calling: map[string]bool{},
-			unroll: &unroll{mul: 1, sets: map[string]int{}}},
+		opts:   &opts,
+		facts:  f,
+		st:     &state{cwd: cleanAbs(opts.Cwd)},
+		shared: &shared{calling: map[string]bool{}, unroll: &unroll{mul: 1, sets: map[string]int{}, last: map[string]int{}}},
 	}
 	w.cfg = &expand.Config{Env: environ{w}}
 	if opts.Env != nil {
@@ -69,6 +73,7 @@ func Parse(src string, opts Options) *Facts {
 	// A function that is defined but never called by name does not run:
 	// a trap, eval or nested shell that calls it is walked as a call.
 	w.source(src, opts.Name)
+	w.runTraps()
 	return f
 }
 
@@ -86,20 +91,30 @@ type walker struct {
 	via   string // how nested code was reached
 	depth int
 	root  bool // nested code that runs as another user (sudo bash -c)
-	// hidden names loop variables this code cannot see: it runs in a
-	// process of its own (they are not exported) or later (a trap).
+	// hidden names variables this code cannot see: it runs in a process
+	// of its own (they are not exported), or later (a trap, and they may
+	// change before it runs).
 	hidden map[string]bool
+	// hideAll hides every variable: trap code after an assignment to a
+	// name the parser does not know.
+	hideAll bool
+	// process is set for nested code that runs in a process of its own
+	// (bash -c, a script, xargs sh -c): it starts with a copy of the state
+	// that sees only the exported functions and no aliases, and what it
+	// changes stays there.
+	process bool
 	// stdinTaken is set while the code walked reads standard input from
 	// a pipe or a redirection, not from the terminal.
 	stdinTaken bool
 }
 
 type shared struct {
-	funcs    map[string]*funcDef
-	calling  map[string]bool
-	aliases  map[string]string
-	commands int
-	full     bool
+	calling map[string]bool
+	// expanding names the aliases being expanded: bash does not expand
+	// an alias again inside its own value.
+	expanding map[string]bool
+	commands  int
+	full      bool
 	// unroll is shared with the scratch walks of loop bodies too.
 	unroll *unroll
 	// unrolling counts the loops being walked item by item; overflow is
@@ -111,6 +126,14 @@ type shared struct {
 type funcDef struct {
 	body *syntax.Stmt
 	w    *walker // walker of the source that defined it (for positions)
+	// exported is set by export -f or declare -fx: child bash processes
+	// import the function from the environment.
+	exported bool
+	// maybe is set when the function may or may not be defined where it
+	// is called: it was defined, redefined or unset in a branch or a loop,
+	// or it reaches a child process that may not import it. A call then
+	// walks the body and also runs the program the name names.
+	maybe bool
 }
 
 // state is what a subshell copies and a sequential list carries forward.
@@ -118,43 +141,66 @@ type state struct {
 	cwd    string // "" when unknown
 	oldpwd string
 	dirs   []string
-	vars   map[string]string // literal values known statically
-	// unknown marks names whose value is not known, hiding opts.Env.
-	unknown map[string]bool
-	// shadow is set once PATH, hash, LD_PRELOAD or the like changed: every
-	// name after it may run something else.
+	// vars holds what the source did to its variables; a name it did
+	// not touch has the environment's value ([Options.Env]).
+	vars table[binding]
+	// shadow is set once hash, LD_PRELOAD or the like changed: every name
+	// after it may run something else.
 	shadow bool
+	// pathSet is set once the source changed PATH: a name without a slash
+	// may then run another program (see [walker.pathShadows]).
+	pathSet bool
 	// args are the positional parameters when they are known (inside a
 	// function called with literal arguments), else nil.
 	args []string
 	// links maps symlinks created by the source (ln -s) to their targets.
 	links map[string]string
-	// private marks the variables the source set without exporting them
-	// (a for loop's too): other processes do not see them.
-	private map[string]bool
-	// exported marks the variables the source exported.
-	exported map[string]bool
+	// funcs and aliases are those this shell defined: a subshell sees
+	// them, a child process does not (but for exported functions).
+	funcs   table[*funcDef]
+	aliases table[string]
+	// traps are the traps set in this shell, walked when it ends (see
+	// [walker.runTraps]).
+	traps []*trap
 }
+
+// binding is what the source did to one variable.
+type binding struct {
+	value string
+	how   bound
+	// private is set for a variable the source set without exporting it
+	// (a for loop's too): other processes do not see it.
+	private bool
+	// exported is set for a variable the source exported.
+	exported bool
+}
+
+type bound uint8
+
+const (
+	fromEnv    bound = iota // not assigned: the environment's value, if any
+	knownVal                // assigned a value the parser knows
+	unknownVal              // assigned a value known only at run time
+)
 
 func (s *state) clone() *state {
 	c := *s
-	c.vars = maps.Clone(s.vars)
-	c.unknown = maps.Clone(s.unknown)
+	c.vars = s.vars.clone()
 	c.dirs = append([]string(nil), s.dirs...)
 	c.links = maps.Clone(s.links)
-	c.private = maps.Clone(s.private)
-	c.exported = maps.Clone(s.exported)
+	c.funcs = s.funcs.clone()
+	c.aliases = s.aliases.clone()
+	c.traps = s.traps[:len(s.traps):len(s.traps)]
 	return &c
 }
 
 func (w *walker) lookup(name string) (string, bool) {
-	if w.hidden[name] {
+	if w.hideAll || w.hidden[name] {
 		return "", false
 	}
-	if v, ok := w.st.vars[name]; ok {
-		return v, true
-	}
-	if w.st.unknown[name] {
+	if b, _ := w.st.vars.get(name); b.how == knownVal {
+		return b.value, true
+	} else if b.how == unknownVal {
 		return "", false
 	}
 	switch name {
@@ -200,30 +246,38 @@ func (w *walker) lookup(name string) (string, bool) {
 
 func (w *walker) setVar(name, value string, known bool) {
 	w.noteAssign(name)
+	old, had := w.lookup(name)
+	b, _ := w.st.vars.get(name)
 	// A variable the source sets is the shell's own, unseen by the
 	// programs it starts, until it is exported (or came from the
 	// environment).
-	if w.st.exported[name] || w.inEnv(name) {
-		delete(w.st.private, name)
-	} else {
-		if w.st.private == nil {
-			w.st.private = map[string]bool{}
-		}
-		w.st.private[name] = true
-	}
+	b.private = !b.exported && !w.inEnv(name)
 	if known {
-		w.st.vars[name] = value
-		delete(w.st.unknown, name)
+		b.value, b.how = value, knownVal
 	} else {
-		delete(w.st.vars, name)
-		if w.st.unknown == nil {
-			w.st.unknown = map[string]bool{}
-		}
-		w.st.unknown[name] = true
+		b.value, b.how = "", unknownVal
 	}
-	if shadowVars[name] || strings.HasPrefix(name, "GIT_") && gitProgramVar(name) {
+	w.st.vars.set(name, b)
+	if known && had && old == value {
+		// The value it had: nothing changes which program a name runs.
+		return
+	}
+	if w.shared.unroll.namerefs {
+		// declare -n: name may stand for PATH or LD_PRELOAD.
 		w.st.shadow = true
 	}
+	switch {
+	case name == "PATH":
+		w.st.pathSet = true
+	case shadowVars[name] || strings.HasPrefix(name, "GIT_") && gitProgramVar(name):
+		w.st.shadow = true
+	}
+}
+
+// varBinding returns what the source did to name.
+func (w *walker) varBinding(name string) binding {
+	b, _ := w.st.vars.get(name)
+	return b
 }
 
 // inEnv reports whether name came in the environment the source starts
@@ -235,11 +289,51 @@ func (w *walker) inEnv(name string) bool {
 
 // export marks name as exported: the programs the source starts see it.
 func (w *walker) export(name string) {
-	if w.st.exported == nil {
-		w.st.exported = map[string]bool{}
+	b, _ := w.st.vars.get(name)
+	if b.exported && !b.private {
+		return
 	}
-	w.st.exported[name] = true
-	delete(w.st.private, name)
+	b.exported, b.private = true, false
+	w.st.vars.set(name, b)
+}
+
+// pathShadows reports whether PATH, as the source has left it, may make
+// name run another program than under the PATH the source started with.
+// A name with a slash is not looked up in PATH.
+func (w *walker) pathShadows(name string) bool {
+	if !w.st.pathSet || strings.Contains(name, "/") {
+		return false
+	}
+	orig, ok := w.opts.Env["PATH"]
+	cur, known := w.lookup("PATH")
+	switch {
+	case !ok || !known:
+		return true
+	case cur == orig:
+		return false
+	case w.opts.LookPath == nil || !absolutePath(orig) || !absolutePath(cur):
+		// A relative directory is searched from the cwd of the moment,
+		// which the lookup does not know.
+		return true
+	}
+	// A program that the source writes into a directory of the new PATH
+	// before it runs the name is not seen by the lookup. Such a write
+	// makes the step at least git, the class a shadowed name gets, so it
+	// is not looked for.
+	a, okA := w.opts.LookPath(name, orig)
+	b, okB := w.opts.LookPath(name, cur)
+	return !okA || !okB || a != b
+}
+
+// absolutePath reports whether every directory of a PATH value is
+// absolute (an empty one means the cwd).
+func absolutePath(v string) bool {
+	for dir := range strings.SplitSeq(v, ":") {
+		if !strings.HasPrefix(dir, "/") {
+			return false
+		}
+	}
+	return true
 }
 
 // shadowVars are variables that change which program a name runs, or that
@@ -266,6 +360,10 @@ func gitProgramVar(name string) bool {
 
 // source parses and walks one source text.
 func (w *walker) source(src, name string) {
+	if w.process {
+		w.enterProcess()
+		defer w.runTraps()
+	}
 	w.src = src
 	w.checkRaw(src)
 	variant := syntax.LangBash
@@ -278,16 +376,31 @@ func (w *walker) source(src, name string) {
 	// them.
 	// mvdan.cc/sh v3.14.1's iterator may yield again after its consumer
 	// stops (which panics), so the loop never breaks: it drains.
+	// A statement is walked once the parser is past its line: only then
+	// are the here-documents that start on that line read (in `python3
+	// <<'EOF'; ls`, the code comes after the ls).
 	var err error
+	var line []*syntax.Stmt
+	walk := func() {
+		for _, s := range line {
+			w.stmt(s)
+		}
+		line = line[:0]
+	}
 	for s, e := range p.StmtsSeq(strings.NewReader(src)) {
 		switch {
 		case err != nil || w.shared.full:
 		case e != nil:
 			err = e
+			walk()
 		default:
-			w.stmt(s)
+			if len(line) > 0 && s.Pos().Line() > line[len(line)-1].End().Line() {
+				walk()
+			}
+			line = append(line, s)
 		}
 	}
+	walk()
 	if err == nil {
 		return
 	}
@@ -420,15 +533,22 @@ func (w *walker) record(c Command) {
 func (w *walker) nested(at syntax.Pos, via string) *walker {
 	p := w.pos(at)
 	n := &walker{opts: w.opts, facts: w.facts, st: w.st, shared: w.shared,
-		outer: &p, via: via, depth: w.depth + 1, root: w.root, hidden: w.hidden, stdinTaken: w.stdinTaken}
-	if len(w.st.private) > 0 && !inline(via) {
-		n.hidden = maps.Clone(w.hidden)
-		if n.hidden == nil {
-			n.hidden = map[string]bool{}
-		}
-		for name := range w.st.private {
-			n.hidden[name] = true
-		}
+		outer: &p, via: via, depth: w.depth + 1, root: w.root, hidden: w.hidden, hideAll: w.hideAll,
+		stdinTaken: w.stdinTaken, process: newProcess(via)}
+	if n.process {
+		cloned := false
+		w.st.vars.each(func(name string, b binding) bool {
+			if b.private && !w.hidden[name] {
+				if !cloned {
+					n.hidden, cloned = maps.Clone(w.hidden), true
+					if n.hidden == nil {
+						n.hidden = map[string]bool{}
+					}
+				}
+				n.hidden[name] = true
+			}
+			return true
+		})
 	}
 	if w.via != "" {
 		n.via = w.via + " > " + via
@@ -445,15 +565,48 @@ func (w *walker) code(at syntax.Pos, via, src string) {
 	}
 	n := w.nested(at, via)
 	n.source(src, "")
-	w.st = n.st
+	if !n.process {
+		w.st = n.st
+	}
+}
+
+// newProcess reports whether nested code reached by via runs in a process
+// of its own, rather than in the shell that reaches it (eval, an alias,
+// source, a trap).
+func newProcess(via string) bool {
+	return !(via == "eval" || via == "trap" || strings.HasPrefix(via, "alias ") ||
+		strings.HasPrefix(via, "source ") || strings.HasPrefix(via, ". "))
+}
+
+// enterProcess gives nested code that runs in a process of its own a
+// state of its own. The process sees neither the aliases nor the functions
+// of its parent, except the exported functions, which a child bash
+// imports and a child sh may not.
+func (w *walker) enterProcess() {
+	st := w.st.clone()
+	st.traps = nil
+	st.aliases = table[string]{}
+	st.funcs = table[*funcDef]{}
+	w.st.funcs.each(func(name string, fd *funcDef) bool {
+		if fd.exported {
+			m := *fd
+			m.maybe = true
+			st.funcs.set(name, &m)
+		}
+		return true
+	})
+	w.st = st
 }
 
 // subshell runs fn on a copy of the state, as bash does for ( ), pipelines,
-// substitutions and background jobs.
+// substitutions and background jobs. A subshell does not inherit the
+// traps of its parent; its own run when it ends.
 func (w *walker) subshell(fn func()) {
 	saved := w.st
 	w.st = saved.clone()
+	w.st.traps = nil
 	fn()
+	w.runTraps()
 	w.st = saved
 }
 
@@ -478,7 +631,7 @@ func (w *walker) probe(fn func()) {
 	before := w.st.clone()
 	facts, sh := w.facts, w.shared
 	w.facts = &Facts{}
-	w.shared = &shared{funcs: sh.funcs, calling: maps.Clone(sh.calling), aliases: sh.aliases, unroll: sh.unroll}
+	w.shared = &shared{calling: maps.Clone(sh.calling), expanding: maps.Clone(sh.expanding), unroll: sh.unroll}
 	fn()
 	probe := w.st
 	w.facts, w.shared, w.st = facts, sh, before.clone()
@@ -496,24 +649,41 @@ func forgetChanges(dst, before, after *state) {
 	if !equalStrings(after.dirs, before.dirs) {
 		dst.dirs = nil
 	}
-	for name, v := range after.vars {
-		if bv, ok := before.vars[name]; !ok || bv != v {
-			delete(dst.vars, name)
-			if dst.unknown == nil {
-				dst.unknown = map[string]bool{}
+	differing(&before.vars, &after.vars, func(name string) {
+		a, _ := after.vars.get(name)
+		b, _ := before.vars.get(name)
+		if a.how == unknownVal || a.how == knownVal && (b.how != knownVal || b.value != a.value) {
+			d, _ := dst.vars.get(name)
+			if d.how != unknownVal {
+				d.value, d.how = "", unknownVal
+				dst.vars.set(name, d)
 			}
-			dst.unknown[name] = true
 		}
-	}
-	for name := range after.unknown {
-		delete(dst.vars, name)
-		if dst.unknown == nil {
-			dst.unknown = map[string]bool{}
+	})
+	// A function defined, redefined or unset in fn may or may not be
+	// defined after it.
+	differing(&before.funcs, &after.funcs, func(name string) {
+		a, _ := after.funcs.get(name)
+		b, _ := before.funcs.get(name)
+		if a == b {
+			return
 		}
-		dst.unknown[name] = true
-	}
+		fd := a
+		if fd == nil {
+			fd = b
+		}
+		if d, _ := dst.funcs.get(name); d != nil && d.maybe && d.body == fd.body {
+			return
+		}
+		m := *fd
+		m.maybe = true
+		dst.funcs.set(name, &m)
+	})
 	if after.shadow {
 		dst.shadow = true
+	}
+	if after.pathSet {
+		dst.pathSet = true
 	}
 }
 
@@ -615,12 +785,7 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 		w.stmts(c.Stmts)
 		w.compoundRedirs(s)
 	case *syntax.IfClause:
-		w.branch(false, func() {
-			for ic := c; ic != nil; ic = ic.Else {
-				w.stmts(ic.Cond)
-				w.branch(false, func() { w.stmts(ic.Then) })
-			}
-		})
+		w.ifClause(c)
 		w.compoundRedirs(s)
 	case *syntax.WhileClause:
 		w.branch(true, func() {
@@ -643,7 +808,7 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 		w.compoundRedirs(s)
 	case *syntax.FuncDecl:
 		if c.Name != nil {
-			w.shared.funcs[c.Name.Value] = &funcDef{body: c.Body, w: w}
+			w.st.funcs.set(c.Name.Value, &funcDef{body: c.Body, w: w})
 		}
 	case *syntax.ArithmCmd:
 		w.subs(c.X)
@@ -684,6 +849,106 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 	default:
 		w.unknown(s.Pos(), "construct the parser does not model", w.text(s))
 	}
+}
+
+// ifClause walks an if. A condition the parser can decide (a test of
+// text it knows) picks its branch; from the first it cannot, the rest may
+// or may not run.
+func (w *walker) ifClause(c *syntax.IfClause) {
+	for ic := c; ic != nil; ic = ic.Else {
+		if len(ic.Cond) == 0 { // else, reached
+			w.stmts(ic.Then)
+			return
+		}
+		truth, known := w.condTruth(ic.Cond)
+		if !known {
+			w.branch(false, func() {
+				for jc := ic; jc != nil; jc = jc.Else {
+					w.stmts(jc.Cond)
+					w.branch(false, func() { w.stmts(jc.Then) })
+				}
+			})
+			return
+		}
+		w.stmts(ic.Cond)
+		if truth {
+			w.stmts(ic.Then)
+			return
+		}
+	}
+}
+
+// condTruth decides a condition that is one test of known text:
+// `[ -n WORD ]`, `test -z WORD`, `[ A = B ]`, `[[ -n WORD ]]` and the
+// like, as harness wrappers write `if [ -n "${X+x}" ]` to save a variable.
+func (w *walker) condTruth(cond []*syntax.Stmt) (truth, known bool) {
+	if len(cond) != 1 || cond[0].Background || cond[0].Coprocess || len(cond[0].Redirs) > 0 {
+		return false, false
+	}
+	st := cond[0]
+	var ops []string
+	switch x := st.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(x.Assigns) > 0 || len(x.Args) == 0 {
+			return false, false
+		}
+		for _, word := range x.Args {
+			args := w.word(word)
+			if len(args) != 1 || args[0].Dynamic || args[0].Glob && args[0].Value != "[" && args[0].Value != "]" {
+				return false, false
+			}
+			ops = append(ops, args[0].Value)
+		}
+		name := ops[0]
+		if _, alias := w.st.aliases.get(name); alias {
+			return false, false
+		}
+		if fd, _ := w.st.funcs.get(name); fd != nil {
+			return false, false
+		}
+		switch {
+		case name == "[" && ops[len(ops)-1] == "]":
+			ops = ops[1 : len(ops)-1]
+		case name == "test":
+			ops = ops[1:]
+		default:
+			return false, false
+		}
+	case *syntax.TestClause:
+		u, ok := x.X.(*syntax.UnaryTest)
+		if !ok || u.Op != syntax.TsNempStr && u.Op != syntax.TsEmpStr {
+			return false, false
+		}
+		word, ok := u.X.(*syntax.Word)
+		if !ok {
+			return false, false
+		}
+		args := w.word(word)
+		if len(args) != 1 || args[0].Dynamic {
+			return false, false
+		}
+		ops = []string{u.Op.String(), args[0].Value}
+	default:
+		return false, false
+	}
+	switch {
+	case len(ops) == 1:
+		truth = ops[0] != ""
+	case len(ops) == 2 && ops[0] == "-n":
+		truth = ops[1] != ""
+	case len(ops) == 2 && ops[0] == "-z":
+		truth = ops[1] == ""
+	case len(ops) == 3 && (ops[1] == "=" || ops[1] == "=="):
+		truth = ops[0] == ops[2]
+	case len(ops) == 3 && ops[1] == "!=":
+		truth = ops[0] != ops[2]
+	default:
+		return false, false
+	}
+	if st.Negated {
+		truth = !truth
+	}
+	return truth, true
 }
 
 // compoundRedirs records the redirections of a compound command, such as

@@ -123,7 +123,7 @@ func TestParseCommands(t *testing.T) {
 		{"sh here-string", `sh <<< "rm y"`, []string{"sh", "[sh <<<] rm y"}},
 		{"eval of a literal", `eval 'rm -rf a; ls'`, []string{"[eval] rm -rf a", "[eval] ls", "eval rm -rf a; ls"}},
 		{"eval of words", `eval rm x`, []string{"[eval] rm x", "eval rm x"}},
-		{"trap", `trap 'rm x' EXIT`, []string{"[trap] rm x", "trap rm x EXIT"}},
+		{"trap runs when the shell ends", `trap 'rm x' EXIT; ls`, []string{"trap rm x EXIT", "ls", "[trap] rm x"}},
 		{"find -exec sh -c", `find . -name '*.sh' -exec sh -c 'chmod +x {}' \;`, []string{
 			"find . -name *.sh -exec sh -c chmod +x {} ;",
 			`sh -c chmod +x "$FIND_PATH"`,
@@ -535,6 +535,21 @@ func TestParseUnknown(t *testing.T) {
 		{"command name from a loop over words", `for c in ls pwd; do $c; done`, false},
 		{"command name from a loop over a glob", `for c in *; do $c; done`, true},
 		{"git status", `git status`, false},
+		{"declare -p of a variable", `declare -p "$n"`, false},
+		{"declare -xp of a variable (Codex's snapshot)", `declare -xp "$__codex_snapshot_export_name" 2>/dev/null || true`, false},
+		{"declare -f of a variable (Claude's snapshot)", `declare -f "$func"`, false},
+		{"declare -F", `declare -F`, false},
+		{"typeset -p of a variable", `typeset -p "$n"`, false},
+		{"local -p in a function", `f() { local -p "$n"; }; f`, false},
+		{"declare -fx of a variable", `declare -fx "$f"`, false},
+		{"export -f of a variable", `export -f "$f"`, false},
+		{"declare assigning a non-literal name", `declare "$n=v"`, true},
+		{"declare -n of a non-literal name", `declare -n "$r"`, true},
+		{"export -p assigns", `export -p "$n"`, true},
+		{"an option known only at run time before -p", `declare $o -p x`, true},
+		{"PATH re-set", `export PATH=$PATH; ls`, false},
+		{"a here-document with more on its line", "python3 <<'EOF'; ls\nimport os; os.system('id')\nEOF", true},
+		{"a here-document of a background job", "python3 <<'EOF' & ls\nimport os; os.system('id')\nEOF", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -717,6 +732,7 @@ func TestParseScripts(t *testing.T) {
 		"/w/noshe":     "rm n\n",
 		"/w/tool":      "#!/usr/bin/env python3\nimport os\nos.remove('z')\n",
 		"/w/bin/b.sh":  "touch here\n",
+		"/w/bin/elf":   "\x7fELF\x02\x01\x01\x00\x00\x00",
 		"/w/self.sh":   "rm s\nbash self.sh\n",
 		"/w/src.sh":    "cd sub\nX=1\n",
 		"/w/bad.sh":    "echo (\n",
@@ -789,6 +805,9 @@ func TestParseScripts(t *testing.T) {
 		}, unknown: true},
 		{name: "python shebang", in: "./tool", want: []scripted{
 			{Line: "./tool", Cwd: "/w", Opaque: true},
+		}},
+		{name: "a binary is the program its path names", in: "bin/elf -l", want: []scripted{
+			{Line: "bin/elf -l", Cwd: "/w"},
 		}},
 		{name: "source", in: "source x.sh; touch after", want: []scripted{
 			{Line: "[source x.sh] rm -rf a", Cwd: "/w"},
@@ -1223,6 +1242,92 @@ func TestParseForLoop(t *testing.T) {
 			}
 			if f.Err != nil {
 				t.Errorf("Parse(%q) error: %v", tc.in, f.Err)
+			}
+		})
+	}
+}
+
+// TestParseTrap checks that trap code is walked at the end of the shell
+// that sets it, with a variable's value when nothing after the trap can
+// change it, and unresolved otherwise.
+func TestParseTrap(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []string // every write, as wsum renders it
+	}{
+		{"a variable set before", `x=/tmp/f; trap 'echo a > "$x"' EXIT; ls`, []string{"/tmp/f"}},
+		{"Gemini CLI's wrapper", "shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=/tmp/gemini-shell-XXXXXX/bgpids.tmp\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\nls -la\n)\n__code=$?\nexit $__code",
+			[]string{"/tmp/gemini-shell-XXXXXX/bgpids.tmp"}},
+		{"a variable assigned after", `x=/tmp/f; trap 'echo a > "$x"' EXIT; x=/etc/passwd; ls`, []string{`?"$x"`}},
+		{"a variable assigned after, in a subshell", `x=/tmp/f; trap 'rm "$x"' EXIT; (x=/etc/passwd)`, []string{`?"$x"`}},
+		{"a variable read after", `x=/tmp/f; trap 'rm "$x"' EXIT; read -r x`, []string{`?"$x"`}},
+		{"a name not known assigned after", `x=/tmp/f; trap 'rm "$x"' EXIT; let "$n = 1"`, []string{`?"$x"`}},
+		{"a variable set after", `trap 'rm "$x"' EXIT; x=/tmp/f`, []string{`?"$x"`}},
+		{"a signal trap", `x=/tmp/f; trap 'rm "$x"' INT TERM; sleep 10`, []string{"/tmp/f"}},
+		{"a subshell's trap runs when it ends", `(x=/tmp/a; trap 'rm "$x"' EXIT; ls); x=/etc/b`, []string{"/tmp/a"}},
+		{"a child shell's trap", `bash -c 'x=/tmp/q; trap "rm \$x" EXIT'; ls`, []string{"/tmp/q"}},
+		{"no cd after", "cd sub; trap 'rm f' EXIT; ls", []string{"/w/sub/f"}},
+		{"a cd after", "cd sub; trap 'rm f' EXIT; cd /", []string{"?f"}},
+		{"a function defined after", "trap cleanup EXIT; cleanup() { rm -rf /w/tmp; }", []string{"/w/tmp"}},
+		{"an alias that sets a trap", `alias t='trap "rm \"\$x\"" EXIT'; x=/tmp/a; t; x=/tmp/b`, []string{`?"$x"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := parser.Parse(tc.in, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/h"}})
+			if diff := cmp.Diff(tc.want, wsum(f)); diff != "" {
+				t.Errorf("Parse(%q) writes (-want +got):\n%s", tc.in, diff)
+			}
+			if f.Err != nil || len(f.Unknown) > 0 {
+				t.Errorf("Parse(%q) error %v, unknown:\n%s", tc.in, f.Err, unknownText(f))
+			}
+		})
+	}
+}
+
+// TestParseBinary checks that a file ReadFile reports as a binary is a
+// program, not code the parser could not read.
+func TestParseBinary(t *testing.T) {
+	t.Parallel()
+	read := func(p string) ([]byte, error) { return nil, fmt.Errorf("%s: %w", p, parser.ErrBinary) }
+	f := parser.Parse("/usr/bin/git status", parser.Options{Cwd: "/w", ReadFile: read})
+	if len(f.Commands) != 1 || f.Commands[0].Opaque || len(f.Unknown) > 0 {
+		t.Errorf("Parse: %+v, unknown:\n%s", f.Commands, unknownText(f))
+	}
+}
+
+// TestParseIfDecided checks that an if whose condition tests text the
+// parser knows walks the branch that runs, as a sequence; any other if
+// may or may not run each branch.
+func TestParseIfDecided(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []string // every write, as wsum renders it
+	}{
+		{"-n of a set variable", `if [ -n "$HOME" ]; then cd sub; fi; echo > a`, []string{"/w/sub/a"}},
+		{"-z of a set variable", `if [ -z "$HOME" ]; then cd sub; fi; echo > a`, []string{"/w/a"}},
+		{"${X+x} of a set variable", `if [ -n "${HOME+x}" ]; then d=/w/s; fi; echo > "$d/f"`, []string{"/w/s/f"}},
+		{"test", `if test "$HOME" != /h; then cd sub; fi; echo > a`, []string{"/w/a"}},
+		{"elif", `if [ "$HOME" = /x ]; then cd a; elif [ "$HOME" = /h ]; then cd b; else cd c; fi; echo > f`, []string{"/w/b/f"}},
+		{"else", `if [ "$HOME" == /x ]; then cd a; else cd c; fi; echo > f`, []string{"/w/c/f"}},
+		{"[[ -n ]]", `if [[ -n $HOME ]]; then cd a; fi; echo > f`, []string{"/w/a/f"}},
+		{"negated", `if ! [ -n "$HOME" ]; then cd a; fi; echo > f`, []string{"/w/f"}},
+		{"an unknown variable", `if [ -n "$U" ]; then cd sub; fi; echo > a`, []string{"?a"}},
+		{"an unknown elif", `if [ "$HOME" = /x ]; then cd a; elif t; then cd b; fi; echo > f`, []string{"?f"}},
+		{"an unquoted word that may split", `if [ -n $HOME ]; then cd a; fi; echo > f`, []string{"/w/a/f"}},
+		{"a function named [", `[() { :; }; if [ -n x ]; then cd a; fi; echo > f`, []string{"?f"}},
+		{"a condition with a redirection", `if [ -n x ] > log; then cd a; fi; echo > f`, []string{"/w/log", "?f"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := parser.Parse(tc.in, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/h"}})
+			if diff := cmp.Diff(tc.want, wsum(f)); diff != "" {
+				t.Errorf("Parse(%q) writes (-want +got):\n%s", tc.in, diff)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"errors"
 	"path"
 	"regexp"
 	"strings"
@@ -717,6 +718,9 @@ func (w *walker) execPath(s *syntax.Stmt, c *Command) {
 		return
 	}
 	data, err := w.opts.ReadFile(p.Path)
+	if errors.Is(err, ErrBinary) {
+		return
+	}
 	if err != nil {
 		c.Opaque = true
 		return
@@ -725,8 +729,19 @@ func (w *walker) execPath(s *syntax.Stmt, c *Command) {
 		w.scriptText(s, c, p.Path, string(data), posix)
 		return
 	}
-	c.Opaque = true // a program in another language, or a binary
+	if len(data) < 2 || data[0] != '#' || data[1] != '!' {
+		// A binary: the program its path names, as a name found in PATH
+		// is. Whether the path inherits the trust of its base name is the
+		// caller's to say.
+		return
+	}
+	c.Opaque = true // a program in another language
 }
+
+// ErrBinary is what [Options.ReadFile] returns (wrapped) for a compiled
+// program whose text it does not return: a file too large to read whole,
+// say, whose first bytes show a binary.
+var ErrBinary = errors.New("a binary, not a script")
 
 // shebang reports whether data is a shell script: a shell shebang, or no
 // shebang at all (bash runs such a file itself).
@@ -808,7 +823,9 @@ func (w *walker) scriptWalk(s *syntax.Stmt, at Pos, p, text, via string, posix b
 		n.opts = &opts
 	}
 	n.source(text, p)
-	w.st = n.st
+	if !n.process {
+		w.st = n.st
+	}
 }
 
 // shell handles bash, sh and friends: -c strings, script files, and

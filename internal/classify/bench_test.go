@@ -76,3 +76,50 @@ func BenchmarkLoadDefault(b *testing.B) {
 		}
 	}
 }
+
+// wrapperScript is a harness wrapper of about 350 lines in the shape of
+// Codex's: the environment saved, a snapshot's exports and functions,
+// the environment restored, PATH re-set, and the command exec'd last.
+func wrapperScript() string {
+	var b strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&b, "if [ -n \"${V%d+x}\" ]; then __saved_V%d=\"$V%d\"; __had_V%d=1; fi\n", i, i, i, i)
+	}
+	for i := range 150 {
+		fmt.Fprintf(&b, "declare -x V%d=\"/opt/value/%d:/usr/lib/%d\"\n", i, i, i)
+	}
+	for i := range 20 {
+		fmt.Fprintf(&b, "f%d () \n{ \n    local x=\"$1\";\n    command grep -n \"$x\" \"${@:2}\"\n}\n", i)
+	}
+	for i := range 60 {
+		fmt.Fprintf(&b, "if [ -n \"${__had_V%d+x}\" ]; then export V%d=\"$__saved_V%d\"; else unset V%d; fi\n", i, i, i, i)
+	}
+	b.WriteString("export PATH='/home/agent/.codex/tmp/arg0/codex-arg0Ab12':\"$PATH\"\n")
+	b.WriteString("exec '/bin/bash' -c 'ls -la'\n")
+	return b.String()
+}
+
+// BenchmarkWrapper parses and decides a harness wrapper of about 350
+// lines (the trial measured 26–29 ms for Codex's 345-line one), with the
+// variables it saves unset (every if may or may not run) and set in the
+// environment (the parser decides each if).
+func BenchmarkWrapper(b *testing.B) {
+	src := wrapperScript()
+	for _, set := range []bool{false, true} {
+		opts := ExampleOptions(policy.Default())
+		name := "unset"
+		if set {
+			name = "set"
+			opts.Env = map[string]string{"HOME": "/home/agent", "PATH": "/usr/bin:/bin"}
+			for i := range 60 {
+				opts.Env[fmt.Sprintf("V%d", i)] = "x"
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportMetric(float64(strings.Count(src, "\n")), "lines")
+			for b.Loop() {
+				Decide(src, opts)
+			}
+		})
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
@@ -29,7 +31,11 @@ type Options struct {
 	Roots []string
 	// ReadFile reads scripts the step runs; nil means [ReadScript].
 	ReadFile func(string) ([]byte, error)
-	// NoScripts stops the parser from reading any file.
+	// LookPath finds the file a command name runs under a PATH value;
+	// nil means [PathLookup]. See [parser.Options].
+	LookPath func(name, pathValue string) (string, bool)
+	// NoScripts stops the parser from reading any file or looking any
+	// name up in PATH.
 	NoScripts bool
 	// POSIX parses as sh rather than bash.
 	POSIX bool
@@ -53,11 +59,15 @@ type Result struct {
 
 // Decide parses src and decides it under o.Policy.
 func Decide(src string, o Options) Result {
-	read := o.ReadFile
+	read, look := o.ReadFile, o.LookPath
 	if read == nil && !o.NoScripts {
 		read = ReadScript
 	}
-	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX, Terminal: o.Terminal})
+	if look == nil && !o.NoScripts {
+		look = PathLookup()
+	}
+	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
+		Terminal: o.Terminal, LookPath: look})
 	if o.BashRejects {
 		facts.Err = nil
 	}
@@ -92,9 +102,58 @@ func ReadScript(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
 	if st.Size() > maxScript {
+		// A large binary is a program, not a script the parser missed.
+		magic := make([]byte, 4)
+		if _, err := io.ReadFull(f, magic); err == nil && string(magic) == "\x7fELF" {
+			return nil, fmt.Errorf("%s: %w", name, parser.ErrBinary)
+		}
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxScript)
 	}
 	return io.ReadAll(io.LimitReader(f, maxScript))
+}
+
+// PathLookup returns a [parser.Options.LookPath] that searches PATH as
+// bash does: the first file of that name in PATH's directories that is a
+// regular file the user may run. It names the file by its path with
+// symlinks resolved, so that /bin/ls and /usr/bin/ls are one file when
+// /bin links to /usr/bin. It remembers what it found; use one per step.
+func PathLookup() func(name, pathValue string) (string, bool) {
+	type key struct{ name, path string }
+	type found struct {
+		file string
+		ok   bool
+	}
+	seen := map[key]found{}
+	return func(name, pathValue string) (string, bool) {
+		k := key{name, pathValue}
+		if f, ok := seen[k]; ok {
+			return f.file, f.ok
+		}
+		file, ok := lookPath(name, pathValue)
+		seen[k] = found{file, ok}
+		return file, ok
+	}
+}
+
+func lookPath(name, pathValue string) (string, bool) {
+	if name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	for _, dir := range filepath.SplitList(pathValue) {
+		if !filepath.IsAbs(dir) {
+			continue // the parser never asks for these
+		}
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() || unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS) != nil {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return real, true
+		}
+		return p, true
+	}
+	return "", false
 }
 
 // Input converts the parser's facts into the policy's input.
