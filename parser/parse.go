@@ -48,6 +48,9 @@ type Options struct {
 	// is not known, any change of PATH shadows every name without a slash.
 	// Parse passes only PATH values whose directories are all absolute.
 	LookPath func(name, pathValue string) (string, bool)
+	// Cache, when set, keeps the parse of large sources (a sourced shell
+	// snapshot) for the next Parse calls.
+	Cache *Cache
 }
 
 // Parse walks src and returns the facts about it. It never panics on any
@@ -370,37 +373,14 @@ func (w *walker) source(src, name string) {
 	if w.opts.POSIX {
 		variant = syntax.LangPOSIX
 	}
-	p := syntax.NewParser(syntax.Variant(variant))
-	// StmtsSeq hands over each statement as soon as it is complete, so
-	// the statements before a syntax error are still walked: bash runs
-	// them.
-	// mvdan.cc/sh v3.14.1's iterator may yield again after its consumer
-	// stops (which panics), so the loop never breaks: it drains.
-	// A statement is walked once the parser is past its line: only then
-	// are the here-documents that start on that line read (in `python3
-	// <<'EOF'; ls`, the code comes after the ls).
-	var err error
-	var line []*syntax.Stmt
-	walk := func() {
-		for _, s := range line {
-			w.stmt(s)
+	// The statements before a syntax error are walked: bash runs them.
+	stmts, err := w.opts.Cache.parse(src, variant)
+	for _, s := range stmts {
+		if w.shared.full {
+			break
 		}
-		line = line[:0]
+		w.stmt(s)
 	}
-	for s, e := range p.StmtsSeq(strings.NewReader(src)) {
-		switch {
-		case err != nil || w.shared.full:
-		case e != nil:
-			err = e
-			walk()
-		default:
-			if len(line) > 0 && s.Pos().Line() > line[len(line)-1].End().Line() {
-				walk()
-			}
-			line = append(line, s)
-		}
-	}
-	walk()
 	if err == nil {
 		return
 	}

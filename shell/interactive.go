@@ -23,6 +23,7 @@ import (
 
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 	"github.com/undosh/undosh/pty"
 )
@@ -84,6 +85,9 @@ type session struct {
 	ready    chan struct{}
 	comm     string // undosh's process name between lines
 	notes    *noteWriter
+	// parsed keeps the parse of large sources the session's lines read
+	// (a sourced rc file or snapshot).
+	parsed *parser.Cache
 
 	mu sync.Mutex // serializes lines: serve, and the end of the session
 	// histNum is the number of the newest history entry seen; lastKept
@@ -120,7 +124,7 @@ func newSession(r *run) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{r: r, dir: dir, ready: make(chan struct{}), histNum: -1}
+	s := &session{r: r, dir: dir, ready: make(chan struct{}), histNum: -1, parsed: parser.NewCache(16)}
 	s.notes = &noteWriter{s: s}
 	comm, _ := os.ReadFile("/proc/self/comm")
 	s.comm = strings.TrimSpace(string(comm))
@@ -496,7 +500,7 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 	env, envMap := parseExports(m.exports)
 	lr := s.lineRun(text, m.cwd, env, envMap)
 	cur.run, cur.start = lr, start
-	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen, Terminal: s.ctl != nil}).Decision
+	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen, Terminal: s.ctl != nil, Cache: s.parsed}).Decision
 	if unseen != "" && lr.dec.Class == policy.Fork {
 		// A line undosh cannot read cannot run anywhere but in the
 		// shell: it runs there, after a checkpoint of the workspace.

@@ -20,6 +20,7 @@ import (
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -108,7 +109,7 @@ func Serve(o ServeOptions) error {
 	}
 	exe, _ := os.Executable()
 	exeInfo, _ := os.Stat("/proc/self/exe")
-	c := &classifier{stateDir: o.StateDir, exe: exe, log: log, policies: map[string]cachedPolicy{}}
+	c := &classifier{stateDir: o.StateDir, exe: exe, log: log, policies: map[string]cachedPolicy{}, parsed: parser.NewCache(64)}
 	if self, err := selfExe(); err == nil {
 		if _, err := enforce.Probe(enforce.MountNS); err == nil {
 			c.ns = &namespaces{self: self}
@@ -193,6 +194,9 @@ type classifier struct {
 	// ns keeps the read-only namespaces handed to front ends (nil when
 	// the classifier cannot make them: not root).
 	ns *namespaces
+	// parsed keeps the parse of large sources: a harness's shell
+	// snapshot, sourced by every command, is parsed once per content.
+	parsed *parser.Cache
 
 	mu       sync.Mutex
 	policies map[string]cachedPolicy
@@ -415,7 +419,7 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	}
 	// Whether a step is read-only does not depend on where its
 	// workspace is (a write there is git, elsewhere fork): no roots.
-	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}})
+	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}, Cache: c.parsed})
 	route := routeOf(res.Decision, enforcingIn(getenv, pol))
 	if route == routeProtect || res.Decision.SyntaxErr != "" {
 		return undosh()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -119,6 +120,37 @@ func BenchmarkWrapper(b *testing.B) {
 			b.ReportMetric(float64(strings.Count(src, "\n")), "lines")
 			for b.Loop() {
 				Decide(src, opts)
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshot decides a command that sources a 300-line shell
+// snapshot first, as Claude Code and Codex send every command, parsing
+// the snapshot each time (cold) or once (cached, as the resident
+// classifier does).
+func BenchmarkSnapshot(b *testing.B) {
+	var snap strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&snap, "f%d () \n{ \n    command grep -n \"$1\" \"${@:2}\"\n}\n", i)
+	}
+	for i := range 150 {
+		fmt.Fprintf(&snap, "declare -x V%d=\"/opt/value/%d\"\n", i, i)
+	}
+	data := []byte(snap.String())
+	src := "source /home/agent/.claude/shell-snapshots/snapshot-bash-1-ab.sh 2>/dev/null || true && eval 'ls -la' < /dev/null && pwd -P >| /tmp/claude-ab12-cwd"
+	for _, cached := range []bool{false, true} {
+		opts := ExampleOptions(policy.Default())
+		opts.ReadFile = func(string) ([]byte, error) { return data, nil }
+		name := "cold"
+		if cached {
+			name, opts.Cache = "cached", parser.NewCache(8)
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if d := Decide(src, opts).Decision; d.Class != policy.None {
+					b.Fatalf("class %s", d.Class)
+				}
 			}
 		})
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	// NoScripts stops the parser from reading any file or looking any
 	// name up in PATH.
 	NoScripts bool
+	// Cache, when set, keeps the parse of large sources across calls
+	// (see [parser.Cache]).
+	Cache *parser.Cache
 	// POSIX parses as sh rather than bash.
 	POSIX bool
 	// BashRejects says the real shell also rejects the syntax error the
@@ -67,7 +70,7 @@ func Decide(src string, o Options) Result {
 		look = PathLookup()
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look})
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache})
 	if o.BashRejects {
 		facts.Err = nil
 	}
