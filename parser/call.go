@@ -284,7 +284,7 @@ func (w *walker) command(s *syntax.Stmt, c Command) {
 		// alias, then the name as it stands.
 		w.aliasUse(s, c, val)
 	}
-	if fd, _ := w.st.funcs.get(name); fd != nil && !wrappedAway(c.Wrappers) {
+	if fd, _ := w.st.funcs.get(name); fd != nil && !fd.stands && !wrappedAway(c.Wrappers) {
 		fc := c
 		fc.Function, fc.Builtin, fc.WritesKnown = true, true, true
 		w.record(fc)

@@ -51,6 +51,11 @@ type Options struct {
 	// Cache, when set, keeps the parse of large sources (a sourced shell
 	// snapshot) for the next Parse calls.
 	Cache *Cache
+	// Stands, when set, reports whether a function that the file (a
+	// script the source reads) defines under name stands for the program
+	// name: a call of it is then that program, and its body is not
+	// walked. A harness's shell snapshot shadows grep with its own.
+	Stands func(file, name string) bool
 }
 
 // Parse walks src and returns the facts about it. It never panics on any
@@ -92,6 +97,7 @@ type walker struct {
 	src   string
 	outer *Pos   // set in nested code: every position becomes *outer
 	via   string // how nested code was reached
+	file  string // the file the source was read from, or ""
 	depth int
 	root  bool // nested code that runs as another user (sudo bash -c)
 	// hidden names variables this code cannot see: it runs in a process
@@ -132,6 +138,9 @@ type funcDef struct {
 	// exported is set by export -f or declare -fx: child bash processes
 	// import the function from the environment.
 	exported bool
+	// stands is set for a function that stands for the program it is
+	// named after ([Options.Stands]).
+	stands bool
 	// maybe is set when the function may or may not be defined where it
 	// is called: it was defined, redefined or unset in a branch or a loop,
 	// or it reaches a child process that may not import it. A call then
@@ -367,7 +376,7 @@ func (w *walker) source(src, name string) {
 		w.enterProcess()
 		defer w.runTraps()
 	}
-	w.src = src
+	w.src, w.file = src, name
 	w.checkRaw(src)
 	variant := syntax.LangBash
 	if w.opts.POSIX {
@@ -788,7 +797,9 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 		w.compoundRedirs(s)
 	case *syntax.FuncDecl:
 		if c.Name != nil {
-			w.st.funcs.set(c.Name.Value, &funcDef{body: c.Body, w: w})
+			fd := &funcDef{body: c.Body, w: w}
+			fd.stands = w.file != "" && w.opts.Stands != nil && w.opts.Stands(w.file, c.Name.Value)
+			w.st.funcs.set(c.Name.Value, fd)
 		}
 	case *syntax.ArithmCmd:
 		w.subs(c.X)

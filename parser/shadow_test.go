@@ -63,6 +63,7 @@ func TestParseShadowing(t *testing.T) {
 		in      string
 		env     map[string]string // nil means env
 		noLook  bool
+		stands  bool // fn.sh's functions stand for their programs
 		want    []string
 		unknown bool
 	}{
@@ -128,6 +129,13 @@ func TestParseShadowing(t *testing.T) {
 			want: []string{"t", "rm -rf x (function)", ":", "rm -rf x"}},
 		{name: "unset -f", in: "rm() { :; }; unset -f rm; rm -rf x", want: []string{"unset -f rm", "rm -rf x"}},
 		{name: "an alias of its own name", in: "alias ls='ls -F'; ls", want: []string{"alias ls=ls -F", "[alias ls] ls -F", "ls"}},
+		// A harness snapshot's function stands for its program.
+		{name: "a snapshot's grep", in: "source fn.sh && grep -n x f", unknown: true,
+			want: []string{"source fn.sh", "grep -n x f (function)", "[source fn.sh] local", `[source fn.sh] "$b" -n x f`}},
+		{name: "a snapshot's grep that stands for grep", in: "source fn.sh && grep -n x f", stands: true,
+			want: []string{"source fn.sh", "grep -n x f"}},
+		{name: "a function of the step's own does not", in: "grep() { rm x; }; grep y", stands: true,
+			want: []string{"grep y (function)", "rm x"}},
 		{name: "a child shell sees no alias", in: "source alias.sh; bash -c ls",
 			want: []string{"[source alias.sh] alias ls=rm -rf /w/src", "source alias.sh", "bash -c ls", "[bash -c] ls"}},
 	}
@@ -140,6 +148,9 @@ func TestParseShadowing(t *testing.T) {
 			}
 			if tc.noLook {
 				opts.LookPath = nil
+			}
+			if tc.stands {
+				opts.Stands = func(file, name string) bool { return file == "/w/fn.sh" }
 			}
 			f := parser.Parse(tc.in, opts)
 			if diff := cmp.Diff(tc.want, marked(f)); diff != "" {

@@ -595,3 +595,30 @@ func (p *Policy) candidates(base string) []int {
 	}
 	return out
 }
+
+// Stands reports whether a function that the sourced file defines under
+// name stands for the program name, so that a call of it is classified
+// as that program: file is a harness's scaffolding (a rule with
+// `scaffold: true` for source or . matches it) and a rule names the
+// program. Claude Code's shell snapshot shadows grep, find and rg with
+// functions that run its embedded ugrep and bfs; the snapshot is the
+// harness's, not the model's, and the kernel's limit holds the step
+// whatever the function runs.
+func (p *Policy) Stands(file, name string) bool {
+	ix := p.index
+	if ix == nil {
+		ix = newIndex(p.Rules)
+	}
+	if len(ix.lookup(name)) == 0 {
+		return false
+	}
+	src := &Command{Argv: []Arg{{Value: "source"}, {Value: file}}}
+	for i := range p.Rules {
+		if r := &p.Rules[i]; r.Scaffold {
+			if m, sure := r.match(src); m && sure {
+				return true
+			}
+		}
+	}
+	return false
+}

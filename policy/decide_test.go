@@ -1076,3 +1076,26 @@ func TestDecideDefault(t *testing.T) {
 		})
 	}
 }
+
+// A function in a harness's snapshot stands for the program it is named
+// after when a rule names that program; nothing else does.
+func TestStands(t *testing.T) {
+	t.Parallel()
+	p := policy.Default()
+	const snap = "/home/agent/.claude/shell-snapshots/snapshot-bash-1-ab.sh"
+	for _, tc := range []struct {
+		file, name string
+		want       bool
+	}{
+		{snap, "grep", true},
+		{snap, "find", true},
+		{"/home/agent/.codex/shell_snapshots/0199.snapshot.sh", "rg", true},
+		{snap, "mkcd", false},                   // no rule names it
+		{"/work/proj/lib.sh", "grep", false},    // not a harness's scaffolding
+		{"/work/proj/bin/activate", "ls", true}, // a virtualenv's activate is scaffolding too
+	} {
+		if got := p.Stands(tc.file, tc.name); got != tc.want {
+			t.Errorf("Stands(%s, %s) = %v, want %v", tc.file, tc.name, got, tc.want)
+		}
+	}
+}

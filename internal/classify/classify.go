@@ -69,8 +69,12 @@ func Decide(src string, o Options) Result {
 	if look == nil && !o.NoScripts {
 		look = PathLookup()
 	}
+	var stands func(file, name string) bool
+	if o.Policy != nil {
+		stands = o.Policy.Stands
+	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look, Cache: o.Cache})
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands})
 	if o.BashRejects {
 		facts.Err = nil
 	}

@@ -74,6 +74,36 @@ func TestPathLookup(t *testing.T) {
 	}
 }
 
+// claudeSnapshot is the part of Claude Code 2.1's shell snapshot that
+// shadows find and grep with the ugrep and bfs built into its binary.
+const claudeSnapshot = `# Snapshot file
+unalias -a 2>/dev/null || true
+shopt -u extglob
+set -o hashall
+unalias find 2>/dev/null || true
+unalias grep 2>/dev/null || true
+function find {
+  local _cc_bin="${CLAUDE_CODE_EXECPATH:-}"
+  [[ -x $_cc_bin ]] || _cc_bin=/root/.local/bin/claude
+  if [[ ! -x $_cc_bin ]]; then command find ${1+"$@"}; return; fi
+  if [[ -n ${ZSH_VERSION:-} ]]; then
+    ARGV0=bfs "$_cc_bin" -S dfs -regextype findutils-default ${1+"$@"}
+  else
+    (exec -a bfs "$_cc_bin" -S dfs -regextype findutils-default ${1+"$@"})
+  fi
+}
+function grep {
+  local _cc_a
+  for _cc_a in ${1+"$@"}; do
+    case "$_cc_a" in -*-filter*|-*-pager*|-*-config*|--null) command grep ${1+"$@"}; return ;; esac
+  done
+  local _cc_bin="${CLAUDE_CODE_EXECPATH:-}"
+  [[ -x $_cc_bin ]] || _cc_bin=/root/.local/bin/claude
+  if [[ ! -x $_cc_bin ]]; then command grep ${1+"$@"}; return; fi
+  (exec -a ugrep "$_cc_bin" -G --ignore-files --hidden -I --exclude-dir=.git ${1+"$@"})
+}
+`
+
 // TestDecideHarness decides the scaffolding real harnesses wrap around a
 // command (trial of issue 14) with PATH looked up for real: the command
 // must class as it would bare.
@@ -87,7 +117,7 @@ func TestDecideHarness(t *testing.T) {
 	scripts := map[string]string{
 		// Claude Code's snapshot ends with PATH re-set to its value, and
 		// defines grep to run a binary named at run time.
-		snap: "grep () {\n  local _cc_bin=\"${CLAUDE_CODE_EXECPATH:-}\"\n  \"$_cc_bin\" \"$@\"\n}\nexport PATH=" + bin + "\n",
+		snap: claudeSnapshot + "export PATH=" + bin + "\n",
 		// Codex's snapshot of a login shell, whose PATH differs.
 		codexSnap: "# Snapshot file\nunalias -a 2>/dev/null || true\nmkcd () \n{ \n    mkdir -p \"$1\" && cd \"$1\"\n}\n" +
 			"shopt -s expand_aliases\nalias ll='ls -alF'\ndeclare -x LANG=\"C.UTF-8\"\ndeclare -x PATH=\"/usr/games:" + bin + "\"\n",
@@ -142,6 +172,10 @@ func TestDecideHarness(t *testing.T) {
 		{name: "a path after a new PATH", in: "export PATH=/x:$PATH; exec '/bin/bash' -c 'pwd'", want: policy.None},
 		{name: "Claude: ls", in: claude("ls"), want: policy.None},
 		{name: "Claude: cat", in: claude("cat index.js"), want: policy.None},
+		{name: "Claude: grep is the snapshot's grep, which stands for grep", in: claude("grep -rn TODO ."), want: policy.None},
+		{name: "Claude: find too", in: claude("find . -name '*.js'"), want: policy.None},
+		{name: "Claude: find -delete is still a write", in: claude("find . -name '*.tmp' -delete"), want: policy.Git},
+		{name: "a function of the model's own is walked", in: claude("grep() { rm -rf src; }; grep x"), want: policy.Git},
 		{name: "Claude: a script runs grep, not the snapshot's function", in: claude("sed -i 's/var /let /' index.js && ./test.sh"), want: policy.Git},
 		{name: "Claude: bash -c runs grep, not the snapshot's function", in: claude("bash -c 'grep x index.js'"), want: policy.None},
 		{name: "Claude: a script after the snapshot", in: claude("./script.sh"), want: policy.None},
