@@ -513,6 +513,12 @@ func bPopd(w *walker, s *syntax.Stmt, c *Command) {
 
 func bEval(w *walker, s *syntax.Stmt, c *Command) {
 	c.WritesKnown = true
+	if vars, ok := w.evalEmits(s); ok {
+		for _, v := range vars {
+			w.setVar(v, "", false)
+		}
+		return
+	}
 	var parts []string
 	for _, a := range c.Argv[1:] {
 		if a.Dynamic {
@@ -522,6 +528,38 @@ func bEval(w *walker, s *syntax.Stmt, c *Command) {
 		parts = append(parts, a.Value)
 	}
 	w.code(s.Pos(), "eval", strings.Join(parts, " "))
+}
+
+// evalEmits returns the variables that `eval "$(CMD)"` in s sets, when
+// its one argument is the output of one command whose arguments are
+// known and [Options.Emits] knows what that output sets. The command
+// itself was walked with the arguments.
+func (w *walker) evalEmits(s *syntax.Stmt) ([]string, bool) {
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || w.opts.Emits == nil || len(call.Args) != 2 || len(call.Args[1].Parts) != 1 {
+		return nil, false
+	}
+	part := call.Args[1].Parts[0]
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part = dq.Parts[0]
+	}
+	cs, ok := part.(*syntax.CmdSubst)
+	if !ok || len(cs.Stmts) != 1 {
+		return nil, false
+	}
+	inner := cs.Stmts[0]
+	ic, ok := inner.Cmd.(*syntax.CallExpr)
+	if !ok || inner.Negated || inner.Background || len(ic.Args) == 0 {
+		return nil, false
+	}
+	var argv []string
+	for _, a := range w.words(ic.Args) {
+		if a.Dynamic {
+			return nil, false
+		}
+		argv = append(argv, a.Value)
+	}
+	return w.opts.Emits(argv)
 }
 
 func bSource(w *walker, s *syntax.Stmt, c *Command) {

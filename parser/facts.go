@@ -114,6 +114,12 @@ type Command struct {
 	// `bash x.sh` or `source x.sh` of a file it could not open, `python
 	// x.py`, `node app.js`. A caller should treat it as an unknown program.
 	Opaque bool
+	// Missing is set, with Script, when the script the command runs does
+	// not exist as the step is decided and no command before it names it
+	// among its writes: it runs nothing, unless a program whose writes are
+	// not all known makes it first. A caller should treat it as an
+	// unknown program when the step runs any program that may write.
+	Missing bool
 	// Stdin is the static text a here-document or here-string feeds the
 	// command, or "".
 	Stdin string

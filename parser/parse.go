@@ -56,6 +56,11 @@ type Options struct {
 	// name: a call of it is then that program, and its body is not
 	// walked. A harness's shell snapshot shadows grep with its own.
 	Stands func(file, name string) bool
+	// Emits, when set, returns the variables that the output of the
+	// command argv only sets, or false when that is not known: `eval
+	// "$(dircolors -b)"` is then assignments of LS_COLORS, of a value
+	// known only at run time, rather than code the parser cannot see.
+	Emits func(argv []string) ([]string, bool)
 }
 
 // Parse walks src and returns the facts about it. It never panics on any

@@ -14,11 +14,18 @@ import (
 
 // files returns an Options.ReadFile that serves an in-memory tree, so that
 // no test touches the disk.
+// unreadable, as a file's text in files, makes reading it fail with
+// a permission error.
+const unreadable = "\x00unreadable"
+
 func files(m map[string]string) func(string) ([]byte, error) {
 	return func(p string) ([]byte, error) {
 		s, ok := m[p]
 		if !ok {
 			return nil, fmt.Errorf("read %s: %w", p, fs.ErrNotExist)
+		}
+		if s == unreadable {
+			return nil, fmt.Errorf("read %s: %w", p, fs.ErrPermission)
 		}
 		return []byte(s), nil
 	}
@@ -720,12 +727,15 @@ type scripted struct {
 	Script string
 	Opaque bool
 	Root   bool
+	// Missing, for a script that does not exist.
+	Missing bool
 }
 
 func TestParseScripts(t *testing.T) {
 	t.Parallel()
 	fsys := map[string]string{
 		"/w/x.sh":      "rm -rf a\ncd sub\ntouch b\n",
+		"/w/secret.sh": unreadable,
 		"/w/posix.sh":  "#!/bin/sh\nrm p\n",
 		"/w/arr.sh":    "#!/bin/sh\na=(1 2)\nrm a\n",
 		"/w/barr.sh":   "#!/usr/bin/env bash\na=(1 2)\nrm a\n",
@@ -851,14 +861,34 @@ func TestParseScripts(t *testing.T) {
 			{Line: "cd broken", Cwd: "/w"},
 			{Line: "npm run build", Cwd: "/w/broken"},
 		}, unknown: true},
-		{name: "bash of an unreadable script", in: "bash missing.sh", want: []scripted{
-			{Line: "bash missing.sh", Cwd: "/w", Opaque: true},
+		{name: "bash of an unreadable script", in: "bash secret.sh", want: []scripted{
+			{Line: "bash secret.sh", Cwd: "/w", Opaque: true},
 		}},
-		{name: "source of an unreadable script", in: "source missing.sh", want: []scripted{
+		{name: "source of an unreadable script", in: "source secret.sh", want: []scripted{
+			{Line: "source secret.sh", Cwd: "/w", Opaque: true},
+		}},
+		{name: "./ of an unreadable script", in: "./secret.sh", want: []scripted{
+			{Line: "./secret.sh", Cwd: "/w", Opaque: true},
+		}},
+		// A script missing now runs nothing, unless the step may make it.
+		{name: "bash of a missing script", in: "bash missing.sh", want: []scripted{
+			{Line: "bash missing.sh", Cwd: "/w", Script: "/w/missing.sh", Missing: true},
+		}},
+		{name: "source of a missing script", in: "[ -f missing.sh ] && source missing.sh", want: []scripted{
+			{Line: "[ -f missing.sh ]", Cwd: "/w"},
+			{Line: "source missing.sh", Cwd: "/w", Script: "/w/missing.sh", Missing: true},
+		}},
+		{name: "a missing script the step writes first", in: "echo 'rm -rf ~' > missing.sh; source missing.sh", want: []scripted{
+			{Line: "echo rm -rf ~", Cwd: "/w"},
 			{Line: "source missing.sh", Cwd: "/w", Opaque: true},
 		}},
-		{name: "./ of an unreadable script", in: "./missing.sh", want: []scripted{
+		{name: "a missing script after a program that may write anything", in: "python3 gen.py; ./missing.sh", want: []scripted{
+			{Line: "python3 gen.py", Cwd: "/w", Opaque: true},
 			{Line: "./missing.sh", Cwd: "/w", Opaque: true},
+		}},
+		{name: "a missing script in a tree the step extracts", in: "tar -xf a.tar -C /w; bash /w/out/run.sh", want: []scripted{
+			{Line: "tar -xf a.tar -C /w", Cwd: "/w"},
+			{Line: "bash /w/out/run.sh", Cwd: "/w", Opaque: true},
 		}},
 		{name: "no ReadFile", in: "bash x.sh", noRead: true, want: []scripted{
 			{Line: "bash x.sh", Cwd: "/w", Opaque: true},
@@ -897,7 +927,7 @@ func TestParseScripts(t *testing.T) {
 			}
 			var got []scripted
 			for _, c := range f.Commands {
-				got = append(got, scripted{Line: line(c), Cwd: c.Cwd, Script: c.Script, Opaque: c.Opaque, Root: c.Root})
+				got = append(got, scripted{Line: line(c), Cwd: c.Cwd, Script: c.Script, Opaque: c.Opaque, Root: c.Root, Missing: c.Missing})
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Parse(%q) (-want +got):\n%s", tc.in, diff)

@@ -2,6 +2,7 @@ package parser
 
 import (
 	"errors"
+	"io/fs"
 	"path"
 	"regexp"
 	"strings"
@@ -793,12 +794,34 @@ func (w *walker) script(s *syntax.Stmt, c *Command, p, via string, posix bool) b
 		return false
 	}
 	data, err := w.opts.ReadFile(wr.Path)
+	if errors.Is(err, fs.ErrNotExist) && !w.namesWrite(wr.Path) {
+		// Missing now, and no command before it writes it by name: it
+		// fails to run, and runs nothing (a stock ~/.bashrc sources
+		// ~/.bash_aliases only if it exists).
+		c.Script, c.Missing = wr.Path, true
+		return true
+	}
 	if err != nil {
 		return false
 	}
 	c.Script = wr.Path
 	w.scriptWalk(s, c.Pos, wr.Path, string(data), via, posix)
 	return true
+}
+
+// namesWrite reports whether a command recorded so far names p (or a
+// tree above it) among its writes, or writes a path known only at run
+// time. Programs whose writes are not all known are left to the caller
+// ([Command.Missing]).
+func (w *walker) namesWrite(p string) bool {
+	for _, c := range w.facts.Commands {
+		for _, wr := range c.Writes {
+			if !wr.Resolved || wr.Path == p || (wr.Tree && (wr.Path == "/" || strings.HasPrefix(p, wr.Path+"/"))) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (w *walker) scriptText(s *syntax.Stmt, c *Command, p, text string, posix bool) {

@@ -129,6 +129,15 @@ func TestParseShadowing(t *testing.T) {
 			want: []string{"t", "rm -rf x (function)", ":", "rm -rf x"}},
 		{name: "unset -f", in: "rm() { :; }; unset -f rm; rm -rf x", want: []string{"unset -f rm", "rm -rf x"}},
 		{name: "an alias of its own name", in: "alias ls='ls -F'; ls", want: []string{"alias ls=ls -F", "[alias ls] ls -F", "ls"}},
+		// eval of a setup tool's output is the assignments it prints.
+		{name: "eval of dircolors' output", in: `eval "$(dircolors -b)"; ls`,
+			want: []string{"dircolors -b", `eval "$(dircolors -b)"`, "ls"}},
+		{name: "eval of output that sets PATH", in: `eval "$(brew shellenv)"; ls`,
+			want: []string{"brew shellenv", `eval "$(brew shellenv)"`, "ls (shadowed)"}},
+		{name: "eval of another program's output", in: `eval "$(tool init)"; ls`, unknown: true,
+			want: []string{"tool init", `eval "$(tool init)"`, "ls"}},
+		{name: "eval of more than the output", in: `eval "$(dircolors -b) x"`, unknown: true,
+			want: []string{"dircolors -b", `eval "$(dircolors -b) x"`}},
 		// A harness snapshot's function stands for its program.
 		{name: "a snapshot's grep", in: "source fn.sh && grep -n x f", unknown: true,
 			want: []string{"source fn.sh", "grep -n x f (function)", "[source fn.sh] local", `[source fn.sh] "$b" -n x f`}},
@@ -151,6 +160,15 @@ func TestParseShadowing(t *testing.T) {
 			}
 			if tc.stands {
 				opts.Stands = func(file, name string) bool { return file == "/w/fn.sh" }
+			}
+			opts.Emits = func(argv []string) ([]string, bool) {
+				switch strings.Join(argv, " ") {
+				case "dircolors -b":
+					return []string{"LS_COLORS"}, true
+				case "brew shellenv":
+					return []string{"PATH", "HOMEBREW_PREFIX"}, true
+				}
+				return nil, false
 			}
 			f := parser.Parse(tc.in, opts)
 			if diff := cmp.Diff(tc.want, marked(f)); diff != "" {

@@ -44,6 +44,7 @@ type Command struct {
 	WritesKnown bool
 	Script      string // the script whose text was classified, or ""
 	Opaque      bool   // runs code that could not be read
+	Missing     bool   // with Script: the script does not exist yet
 	Network     bool   // runs code that uses the network
 	SQL         string // "read-only" or "write" for database clients
 	Cwd         string // "" when unknown
@@ -175,6 +176,16 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 			}
 		}
 	}
+	// A script missing as the step is decided runs nothing, unless a
+	// program of the step makes it: when the step is more than read-only,
+	// it is code that could not be read.
+	for i := range in.Commands {
+		if c := &in.Commands[i]; c.Missing && d.Class > None {
+			add(Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"), Pos: c.Pos,
+				Text:  c.Script + " does not exist yet, and another command of the step may make it: " + clip(c.Text),
+				Class: p.UnknownProgram})
+		}
+	}
 	if never {
 		d.Rollback = RollbackNever
 	}
@@ -248,8 +259,11 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 			for i := range out {
 				out[i].Class = None
 			}
-			out = append(out, Reason{Rule: "script", Pos: c.Pos,
-				Text: "reads and classifies " + c.Script})
+			what := "reads and classifies " + c.Script
+			if c.Missing {
+				what = c.Script + " does not exist: runs nothing"
+			}
+			out = append(out, Reason{Rule: "script", Pos: c.Pos, Text: what})
 			break
 		}
 		switch {
@@ -339,7 +353,7 @@ func (p *Policy) path(c *Command, ctx Context, w Write) Reason {
 	}
 	for i := range p.Paths {
 		r := &p.Paths[i]
-		if r.matches(w.Path) {
+		if r.matches(w.Path, ctx.Home) {
 			return Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "writes " + w.Path, Class: r.Class,
 				Egress: r.Egress, Verdict: r.Verdict, Message: r.Message}
 		}
@@ -621,4 +635,23 @@ func (p *Policy) Stands(file, name string) bool {
 		}
 	}
 	return false
+}
+
+// Emits returns the variables whose assignments the output of argv is,
+// when the first rule that surely matches it says so (`emits`): `eval
+// "$(dircolors -b)"` only sets LS_COLORS. ok is false when no such rule
+// decides argv.
+func (p *Policy) Emits(argv []string) (vars []string, ok bool) {
+	if len(argv) == 0 {
+		return nil, false
+	}
+	c := &Command{Argv: make([]Arg, len(argv))}
+	for i, a := range argv {
+		c.Argv[i] = Arg{Value: a}
+	}
+	_, definite := p.rules(c)
+	if definite == nil || definite.Emits == nil {
+		return nil, false
+	}
+	return definite.Emits, true
 }

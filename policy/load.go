@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 //go:embed policy.yaml
@@ -669,7 +670,7 @@ func (r *reader) size(n ast.Node) int64 {
 }
 
 var ruleKeys = []string{"name", "program", "programs", "sub", "if_args", "unless_args", "hosts", "sql",
-	"max_args", "root", "scaffold", "own", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
+	"max_args", "root", "scaffold", "own", "emits", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
 
 func (r *reader) rule(n ast.Node) (Rule, bool) {
 	rule := Rule{At: r.at(n), Verdict: Run}
@@ -715,6 +716,13 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 			rule.Scaffold = r.boolean(fl.value, "scaffold")
 		case "own":
 			rule.Own = r.boolean(fl.value, "own")
+		case "emits":
+			rule.Emits = r.list(fl.value, "emits")
+			for i, e := range r.entries(fl.value) {
+				if i < len(rule.Emits) && !syntax.ValidName(rule.Emits[i]) {
+					r.fail(r.unwrap(e), fmt.Sprintf("emits names %q, which is not a shell variable", rule.Emits[i]), "name variables: letters, digits and _, not starting with a digit")
+				}
+			}
 		case "class":
 			rule.Class = r.class(fl.value, "class")
 			haveClass = true

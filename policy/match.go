@@ -197,9 +197,11 @@ func hasMeta(s string) bool {
 }
 
 // matches reports whether a path rule applies to an absolute path.
-func (r *PathRule) matches(p string) bool {
+// matches reports whether p matches a pattern of r, with ~ in a pattern
+// standing for home (a pattern under ~ matches nothing without a home).
+func (r *PathRule) matches(p, home string) bool {
 	for _, pat := range r.Paths {
-		if pathglob.Match(pat, p) {
+		if pat = expandHome(pat, home); pat != "" && pathglob.Match(pat, p) {
 			return true
 		}
 	}

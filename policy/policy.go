@@ -202,6 +202,11 @@ type Rule struct {
 	// engine), so a step made of them alone runs as it is, outside any
 	// limit ([Decision].Own).
 	Own bool
+	// Emits, when set, says that the program prints shell code that
+	// only sets these variables (dircolors -b sets LS_COLORS): `eval
+	// "$(program …)"` is then those assignments, of values known only
+	// at run time, rather than code the parser cannot see.
+	Emits []string
 
 	Class      Class
 	Egress     bool

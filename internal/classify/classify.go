@@ -70,11 +70,12 @@ func Decide(src string, o Options) Result {
 		look = PathLookup()
 	}
 	var stands func(file, name string) bool
+	var emits func(argv []string) ([]string, bool)
 	if o.Policy != nil {
-		stands = o.Policy.Stands
+		stands, emits = o.Policy.Stands, o.Policy.Emits
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands})
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits})
 	if o.BashRejects {
 		facts.Err = nil
 	}
@@ -176,7 +177,7 @@ func Input(f *parser.Facts) policy.Input {
 		pc := policy.Command{
 			Pos: c.Pos.String(), Text: c.Text, Sub: c.Sub, Root: c.Root, Shadowed: c.Shadowed,
 			Builtin: c.Builtin, Function: c.Function, WritesKnown: c.WritesKnown, Script: c.Script,
-			Opaque: c.Opaque, Network: c.Network, SQL: c.SQL, Cwd: c.Cwd, Via: c.Via, OwnSignal: c.OwnSignal,
+			Opaque: c.Opaque, Missing: c.Missing, Network: c.Network, SQL: c.SQL, Cwd: c.Cwd, Via: c.Via, OwnSignal: c.OwnSignal,
 			Argv: make([]policy.Arg, len(c.Argv)),
 		}
 		for i, a := range c.Argv {

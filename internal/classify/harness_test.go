@@ -104,6 +104,39 @@ function grep {
 }
 `
 
+// debianBashrc is the part of Debian's /etc/skel/.bashrc that is not
+// comments or prompt settings: it evaluates dircolors' output and sources
+// files that need not exist.
+const debianBashrc = `case $- in
+    *i*) ;;
+      *) return;;
+esac
+HISTCONTROL=ignoreboth
+shopt -s histappend
+HISTSIZE=1000
+HISTFILESIZE=2000
+shopt -s checkwinsize
+if [ -z "${debian_chroot:-}" ] && [ -r /etc/debian_chroot ]; then
+    debian_chroot=$(cat /etc/debian_chroot)
+fi
+if [ -x /usr/bin/dircolors ]; then
+    test -r ~/.dircolors && eval "$(dircolors -b ~/.dircolors)" || eval "$(dircolors -b)"
+    alias ls='ls --color=auto'
+    alias grep='grep --color=auto'
+fi
+alias ll='ls -alF'
+if [ -f ~/.bash_aliases ]; then
+    . ~/.bash_aliases
+fi
+if ! shopt -oq posix; then
+  if [ -f /usr/share/bash-completion/bash_completion ]; then
+    . /usr/share/bash-completion/bash_completion
+  elif [ -f /etc/bash_completion ]; then
+    . /etc/bash_completion
+  fi
+fi
+`
+
 // TestDecideHarness decides the scaffolding real harnesses wrap around a
 // command (trial of issue 14) with PATH looked up for real: the command
 // must class as it would bare.
@@ -124,12 +157,13 @@ func TestDecideHarness(t *testing.T) {
 		"/work/proj/test.sh":   "#!/bin/bash\ngrep -q 'x = 1;' index.js || { echo FAIL; exit 1; }\n",
 		"/work/proj/index.js":  "var x = 1;\n",
 		"/work/proj/script.sh": "#!/bin/sh\nls\n",
+		"/home/agent/.bashrc":  debianBashrc,
 	}
 	read := func(p string) ([]byte, error) {
 		if s, ok := scripts[p]; ok {
 			return []byte(s), nil
 		}
-		if strings.HasPrefix(p, "/work/") || strings.HasPrefix(p, "/home/") {
+		if strings.HasPrefix(p, "/work/") || strings.HasPrefix(p, "/home/") || strings.Contains(p, "bash_completion") {
 			return nil, fmt.Errorf("read %s: %w", p, fs.ErrNotExist)
 		}
 		return ReadScript(p) // /bin/ls and the like
@@ -172,6 +206,8 @@ func TestDecideHarness(t *testing.T) {
 		{name: "a path after a new PATH", in: "export PATH=/x:$PATH; exec '/bin/bash' -c 'pwd'", want: policy.None},
 		{name: "Claude: ls", in: claude("ls"), want: policy.None},
 		{name: "Claude: cat", in: claude("cat index.js"), want: policy.None},
+		{name: "Debian's stock .bashrc", in: "source /home/agent/.bashrc; ls", want: policy.None},
+		{name: "a missing script a program of the step may make", in: "make gen; source ./gen.sh", want: policy.Git},
 		{name: "Claude: grep is the snapshot's grep, which stands for grep", in: claude("grep -rn TODO ."), want: policy.None},
 		{name: "Claude: find too", in: claude("find . -name '*.js'"), want: policy.None},
 		{name: "Claude: find -delete is still a write", in: claude("find . -name '*.tmp' -delete"), want: policy.Git},
