@@ -140,14 +140,21 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 	}
 	var conditions []string
 	own := len(in.Commands) > 0 && in.SyntaxError == nil && len(in.Unknown) == 0
+	anyOwn := false
 	for i := range in.Commands {
 		c := &in.Commands[i]
 		rs, matched, rule := p.command(c, ctx)
+		// A step is undosh's own when its commands are: those of an own
+		// rule, and the read-only builtins and scaffolding a harness
+		// wraps around them (source SNAPSHOT, shopt, eval, pwd -P >| F).
+		ownRule := rule != nil && rule.Own
+		around := (c.Builtin || rule != nil && rule.Scaffold) && !ownRule
 		for _, r := range rs {
 			add(r)
-			own = own && rule != nil && rule.Own && r.Rule == rule.Name
+			own = own && (ownRule && r.Rule == rule.Name || around && r.Class == None && r.Verdict == Run && !r.Egress)
 		}
-		own = own && rule != nil && rule.Own
+		own = own && (ownRule || around)
+		anyOwn = anyOwn || ownRule
 		if rule != nil {
 			if rule.Rollback == RollbackNever {
 				never = true
@@ -189,7 +196,7 @@ func (p *Policy) Decide(in Input, ctx Context) Decision {
 	if never {
 		d.Rollback = RollbackNever
 	}
-	d.Own = own && d.Verdict == Run
+	d.Own = own && anyOwn && d.Verdict == Run
 	if d.Verdict == Constrain {
 		d.Condition = strings.Join(conditions, "; ")
 	}

@@ -243,3 +243,33 @@ func TestDecideHarness(t *testing.T) {
 		})
 	}
 }
+
+// A step of undosh's own tools alone runs outside any limit, and so does
+// one a harness wraps in its read-only scaffolding; anything else beside
+// them does not.
+func TestDecideOwn(t *testing.T) {
+	t.Parallel()
+	claude := func(cmd string) string {
+		return "source /home/agent/.claude/shell-snapshots/snapshot-bash-1-x.sh 2>/dev/null || true && shopt -u extglob 2>/dev/null || true && eval '" +
+			cmd + "' < /dev/null && pwd -P >| /tmp/claude-ab12-cwd"
+	}
+	snap := []byte("unalias -a 2>/dev/null || true\nshopt -s expand_aliases\nexport PATH=/usr/bin:/bin\n")
+	o := Options{Policy: policy.Default(), Cwd: "/work/proj", Roots: []string{"/work/proj"},
+		Env:      map[string]string{"HOME": "/home/agent", "PATH": "/usr/bin:/bin"},
+		ReadFile: func(string) ([]byte, error) { return snap, nil }}
+	for in, want := range map[string]bool{
+		"undoctl log":                     true,
+		"undoctl back 3":                  true,
+		claude("undoctl log"):             true,
+		claude("undoctl back 3"):          true,
+		claude("undoctl log; rm -rf src"): false,
+		"undoctl log | head":              false,
+		claude("ls"):                      false,
+		"echo x > f; undoctl log":         false,
+		"shopt -s extglob; true":          false,
+	} {
+		if got := Decide(in, o).Decision.Own; got != want {
+			t.Errorf("Decide(%q).Own = %v, want %v", in, got, want)
+		}
+	}
+}
