@@ -31,7 +31,11 @@ type outer struct {
 // outerStep finds the undosh that runs a step around this process by
 // walking the parent chain, so that it survives `env -i` and a stale
 // UNDOSH_STEP: an ancestor named undosh:<class> whose executable is
-// undosh's own. Its step number comes from its mark in stateDir.
+// undosh's own, or that runs a step in stateDir (its mark there names
+// the process). The second is for when the first cannot be seen: from
+// under Landlock, /proc/PID/exe of a process outside the sandbox is
+// hidden, and from a view of the machine, undosh's file is the overlay's.
+// The step's number comes from the mark.
 func outerStep(stateDir string) (outer, bool) {
 	self, err := os.Stat("/proc/self/exe")
 	if err != nil {
@@ -42,14 +46,15 @@ func outerStep(stateDir string) (outer, bool) {
 		proc := "/proc/" + strconv.Itoa(pid)
 		comm, _ := os.ReadFile(proc + "/comm")
 		if name := strings.TrimSpace(string(comm)); strings.HasPrefix(name, commPrefix) {
-			if st, err := os.Stat(proc + "/exe"); err == nil && os.SameFile(st, self) {
+			step := 0
+			if stateDir != "" {
+				step = journal.RunningIn(stateDir, pid)
+			}
+			if st, err := os.Stat(proc + "/exe"); step > 0 || err == nil && os.SameFile(st, self) {
 				name, view := strings.CutSuffix(strings.TrimPrefix(name, commPrefix), viewMark)
 				c, ok := policy.ParseClass(name)
 				if ok {
-					o := outer{class: c, pid: pid}
-					if stateDir != "" {
-						o.step = journal.RunningIn(stateDir, pid)
-					}
+					o := outer{class: c, pid: pid, step: step}
 					if view {
 						theirs, err1 := os.Stat(proc + "/ns/mnt")
 						ours, err2 := os.Stat("/proc/self/ns/mnt")

@@ -453,4 +453,54 @@ func TestEnforceNonRoot(t *testing.T) {
 	if r := run("grep -c . kept.txt; grep NoNewPrivs /proc/self/status"); r.code != 0 || !strings.Contains(r.stdout, "1\nNoNewPrivs:\t1") {
 		t.Errorf("a read-only step as nobody, under Landlock: %+v", r)
 	}
+	// Codex's wrapper shape: a nested undosh under Landlock cannot read
+	// the outer one's /proc/PID/exe; it finds the outer step by its mark,
+	// takes no step of its own, and the failing edit is rolled back.
+	before := len(journalRecords(t, env))
+	got = run(`export PATH=/x:$PATH; exec '` + undoshBin + `' -c 'echo changed > kept.txt && false'`)
+	if got.code != 1 || !strings.Contains(got.stderr, "rolled back 1 file") {
+		t.Errorf("a failing edit through a nested undosh, as nobody: %+v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
+		t.Errorf("kept.txt = %q after the nested step", b)
+	}
+	if n := len(journalRecords(t, env)) - before; n != 1 {
+		t.Errorf("the nested step left %d records, want the outer one only", n)
+	}
+}
+
+// A nested undosh inside a view of the machine sees undosh's file
+// through the view's overlay (another device): it still finds the outer
+// step, and a failing edit is rolled back once. undosh is copied where
+// the view overlays it (not a scratch path, which the view binds).
+func TestNestedInView(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("views of the machine need root")
+	}
+	needEnforcement(t)
+	t.Parallel()
+	dir, err := os.MkdirTemp("/var/lib", "undosh-nest-")
+	if err != nil {
+		t.Skipf("no /var/lib to copy undosh to: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "undosh")
+	data, err := os.ReadFile(undoshBin)
+	if err == nil {
+		err = os.WriteFile(bin, data, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, ws := enforceEnv(t)
+	r := runWith(t, bin, ws, env, "bash", "-c", `export PATH=/x:$PATH; exec '`+bin+`' -c 'echo changed > kept.txt && false'`)
+	if r.code != 1 || !strings.Contains(r.stderr, "rolled back 1 file") {
+		t.Errorf("a failing edit through a nested undosh in a view: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
+		t.Errorf("kept.txt = %q after the nested step", b)
+	}
+	if recs := journalRecords(t, env); len(recs) != 1 {
+		t.Errorf("journal: want the outer step only, got %v", recs)
+	}
 }
