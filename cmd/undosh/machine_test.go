@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -394,6 +395,39 @@ func TestMachineStepNested(t *testing.T) {
 	}
 	if recs := journalRecords(t, env); len(recs) != 1 {
 		t.Errorf("the nested command made %d journal records, want the outer step's only", len(recs))
+	}
+	undoLast(t, env, ws)
+}
+
+// Through the front end, as a harness's wrapper runs it: the nested
+// front end in the copy must not reach the machine's classifier or write
+// the state directory that the commit would carry (the copy hides it).
+func TestMachineStepNestedFront(t *testing.T) {
+	needForkEngine(t)
+	needFast(t)
+	env, ws := machineEnv(t)
+	state := strings.TrimPrefix(env[slices.IndexFunc(env, func(s string) bool { return strings.HasPrefix(s, "UNDOSH_STATE_DIR=") })], "UNDOSH_STATE_DIR=")
+	classifierFor(t, state)
+	// bash in PATH is the front end, as an install makes it.
+	bin := t.TempDir()
+	if err := os.Symlink(fastBin, filepath.Join(bin, "bash")); err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			env[i] = "PATH=" + bin + ":" + v
+		}
+	}
+	p := harmless(t)
+	got := runWith(t, fastBin, ws, env, "bash", "-c", "export PATH=/x:$PATH; exec bash -c 'echo kept > "+p+"'")
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("a machine step through a nested front end: %+v", got)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "kept\n" {
+		t.Fatalf("%s was not committed: %q, %v", p, b, err)
+	}
+	if rec := lastRecord(t, env); rec["outcome"] != "committed" || len(rec["machine"].([]any)) != 1 {
+		t.Errorf("journal: %v", rec)
 	}
 	undoLast(t, env, ws)
 }

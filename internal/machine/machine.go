@@ -189,7 +189,14 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	// Copies left by undosh processes that died are removed first.
 	fork.Cleanup("")
 	lap = time.Now()
-	c, err := fork.Create(fork.Options{Logger: s.Logger})
+	// The state directory is hidden from the copy and never committed:
+	// an undosh nested in the step (a front end starting a classifier)
+	// writes its own there, and must not reach the machine's classifier.
+	var hide []string
+	if s.StateDir != "" {
+		hide = []string{s.StateDir}
+	}
+	c, err := fork.Create(fork.Options{Logger: s.Logger, Hide: hide})
 	if err != nil {
 		return out, fmt.Errorf("make a copy of the machine: %w", err)
 	}
@@ -213,7 +220,8 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		phase("verify")
 	}
 	for _, ov := range c.Overlays {
-		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0}, fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored, Include: s.Include})
+		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0},
+			fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored, Include: s.Include, StateDir: s.StateDir})
 		if err != nil {
 			return out, fmt.Errorf("read what the step changed under %s: %w", ov.Mount, err)
 		}
