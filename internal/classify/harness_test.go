@@ -273,3 +273,22 @@ func TestDecideOwn(t *testing.T) {
 		}
 	}
 }
+
+// A root agent's project under /root is a workspace like any other; the
+// rest of root's home is still outside it.
+func TestDecideProjectUnderRoot(t *testing.T) {
+	t.Parallel()
+	o := Options{Policy: policy.Default(), Cwd: "/root/proj", Roots: []string{"/root/proj"},
+		Env: map[string]string{"HOME": "/root"}, NoScripts: true}
+	for in, want := range map[string]policy.Class{
+		"sed -i s/a/b/ index.js":  policy.Git,
+		"rm -rf src":              policy.Git,
+		"echo x >> /root/.bashrc": policy.Fork,
+		"cp a /opt/app/":          policy.Fork,
+		"echo x > /etc/motd":      policy.Fork,
+	} {
+		if d := Decide(in, o).Decision; d.Class != want {
+			t.Errorf("in /root/proj, Decide(%q) = %s, want %s\n%s", in, d.Class, want, reasons(d))
+		}
+	}
+}
