@@ -66,6 +66,10 @@ type Context struct {
 	Cwd   string
 	Roots []string // workspace roots, absolute
 	Home  string
+	// Trusted lists more directories whose programs keep their base
+	// name's rules when named by path, besides trusted_dirs: undosh's
+	// own (`/usr/lib/undosh/undoctl log` is undoctl).
+	Trusted []string
 }
 
 // Decision is what the policy says about one step.
@@ -289,7 +293,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
 				Pos: c.Pos, Text: name + " may not be the program it names (a function, alias, PATH or preload changed it)",
 				Class: p.UnknownProgram})
-		case strings.Contains(name, "/") && !p.trusted(name):
+		case strings.Contains(name, "/") && !p.trusted(name, ctx.Trusted):
 			cls = max(cls, p.UnknownProgram)
 			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
 				Pos: c.Pos, Text: name + " is path-qualified and does not inherit the trust of " + base,
@@ -422,11 +426,13 @@ func expandHome(p, home string) string {
 	return p
 }
 
-func (p *Policy) trusted(name string) bool {
+func (p *Policy) trusted(name string, more []string) bool {
 	dir := path.Dir(name)
-	for _, t := range p.TrustedDirs {
-		if path.Clean(t) == dir {
-			return true
+	for _, l := range [][]string{p.TrustedDirs, more} {
+		for _, t := range l {
+			if path.Clean(t) == dir {
+				return true
+			}
 		}
 	}
 	return false

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -87,9 +88,28 @@ func Decide(src string, o Options) Result {
 	if o.Unseen != "" {
 		in.Unknown = append(in.Unknown, policy.Unknown{Pos: "1:1", Reason: o.Unseen})
 	}
-	d := o.Policy.Decide(in, policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]})
+	ctx := policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]}
+	if !o.NoScripts {
+		ctx.Trusted = ownDirs()
+	}
+	d := o.Policy.Decide(in, ctx)
 	return Result{Decision: d, Facts: facts}
 }
+
+// ownDirs is the directory of the running executable, as named and with
+// symbolic links resolved: undosh's own tools live there (undoctl beside
+// undosh), and a step that names one by path is that tool.
+var ownDirs = sync.OnceValue(func() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	dirs := []string{filepath.Dir(exe)}
+	if real, err := filepath.EvalSymlinks(exe); err == nil && filepath.Dir(real) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(real))
+	}
+	return dirs
+})
 
 // maxScript bounds the size of a script the parser reads.
 const maxScript = 1 << 20

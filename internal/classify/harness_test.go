@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -290,5 +291,20 @@ func TestDecideProjectUnderRoot(t *testing.T) {
 		if d := Decide(in, o).Decision; d.Class != want {
 			t.Errorf("in /root/proj, Decide(%q) = %s, want %s\n%s", in, d.Class, want, reasons(d))
 		}
+	}
+}
+
+// undosh's own tools named by path, in the directory undosh runs from,
+// are those tools; the same name elsewhere is not.
+func TestDecideOwnToolByPath(t *testing.T) {
+	t.Parallel()
+	o := Options{Policy: policy.Default(), Cwd: "/work/proj", Roots: []string{"/work/proj"},
+		Env: map[string]string{"HOME": "/home/agent"}, ReadFile: func(p string) ([]byte, error) { return nil, fmt.Errorf("%s: %w", p, parser.ErrBinary) }}
+	own := filepath.Join(ownDirs()[0], "undoctl")
+	if d := Decide(own+" log", o).Decision; !d.Own || d.Class != policy.None {
+		t.Errorf("Decide(%s log) = %s, own %v\n%s", own, d.Class, d.Own, reasons(d))
+	}
+	if d := Decide("/work/proj/undoctl log", o).Decision; d.Own || d.Class == policy.None {
+		t.Errorf("a program named undoctl in the workspace: %s, own %v", d.Class, d.Own)
 	}
 }
