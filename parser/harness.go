@@ -178,6 +178,12 @@ func bookkeeping(s *syntax.Stmt) bool {
 		if !ok {
 			return false
 		}
+		if name == "builtin" || name == "command" {
+			// builtin unset X || command unset X
+			if name, ok = literal(c.Args, 1); !ok {
+				return false
+			}
+		}
 		if name == "pwd" {
 			// The harness's cwd file.
 			return len(s.Redirs) > 0 && quietRedirs(s.Redirs, true)

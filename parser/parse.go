@@ -858,12 +858,14 @@ func (w *walker) ifClause(c *syntax.IfClause) {
 		}
 		truth, known := w.condTruth(ic.Cond)
 		if !known {
-			w.branch(false, func() {
-				for jc := ic; jc != nil; jc = jc.Else {
-					w.stmts(jc.Cond)
-					w.branch(false, func() { w.stmts(jc.Then) })
-				}
-			})
+			// The condition runs whatever it decides (Codex's wrapper
+			// sources its snapshot in one); then one branch or the
+			// rest of the chain may.
+			w.stmts(ic.Cond)
+			w.branch(false, func() { w.stmts(ic.Then) })
+			if ic.Else != nil {
+				w.branch(false, func() { w.ifClause(ic.Else) })
+			}
 			return
 		}
 		w.stmts(ic.Cond)

@@ -308,3 +308,45 @@ func TestDecideOwnToolByPath(t *testing.T) {
 		t.Errorf("a program named undoctl in the workspace: %s, own %v", d.Class, d.Own)
 	}
 }
+
+// TestDecideCodexWrapper decides Codex 0.171's real wrapper (captured by
+// the harness suite, testdata/harness) around commands: each must class
+// as it would bare.
+func TestDecideCodexWrapper(t *testing.T) {
+	t.Parallel()
+	wrapper, err := os.ReadFile("../../testdata/harness/codex-0.171/wrapper.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot, err := os.ReadFile("../../testdata/harness/codex-0.171/snapshot.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const execLine = "exec '/bin/bash' -c 'ls'"
+	if !strings.HasSuffix(string(wrapper), execLine) {
+		t.Fatalf("the fixture does not end in %s", execLine)
+	}
+	o := Options{Policy: policy.Default(), Cwd: "/work/proj", Roots: []string{"/work/proj"},
+		Env: map[string]string{"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		ReadFile: func(p string) ([]byte, error) {
+			if strings.HasPrefix(p, "/root/.codex/shell_snapshots/") {
+				return snapshot, nil
+			}
+			return nil, fmt.Errorf("read %s: %w", p, fs.ErrNotExist)
+		}}
+	for _, cmd := range []string{"ls", "pwd", "cat index.js", "grep -n x index.js", "sed -i 's/var /let /g' index.js",
+		"git push origin main", "echo kept > /etc/undosh-harness-kept", "rm -rf src && false"} {
+		in := strings.TrimSuffix(string(wrapper), execLine) + "exec '/bin/bash' -c " + shellQuote(cmd)
+		bare := Decide(cmd, o).Decision
+		got := Decide(in, o).Decision
+		if got.Class != bare.Class || got.Verdict != bare.Verdict {
+			t.Errorf("%q in Codex's wrapper: %s/%s, bare %s/%s\n%s", cmd, got.Class, got.Verdict, bare.Class, bare.Verdict, reasons(got))
+		}
+		if w, ok := parser.Unwrap(in); !ok || w.Command != cmd || w.Harness != "codex" {
+			t.Errorf("Unwrap(Codex's wrapper around %q) = %+v, %v", cmd, w.Command, ok)
+		}
+	}
+}
+
+// shellQuote quotes s as the harnesses do.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
