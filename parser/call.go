@@ -831,7 +831,7 @@ func bUnset(w *walker, s *syntax.Stmt, c *Command) {
 			continue
 		}
 		_, set := w.lookup(a.Value)
-		w.setVar(a.Value, "", false)
+		w.unsetVar(a.Value)
 		if fd, _ := w.st.funcs.get(a.Value); fd != nil && !vars && !set && !fd.maybe {
 			// Plain unset removes the function when no variable has the
 			// name.

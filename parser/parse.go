@@ -61,6 +61,11 @@ type Options struct {
 	// "$(dircolors -b)"` is then assignments of LS_COLORS, of a value
 	// known only at run time, rather than code the parser cannot see.
 	Emits func(argv []string) ([]string, bool)
+	// EnvComplete says that Env is the whole environment the source
+	// starts with (bash -c, not a login or interactive shell, whose
+	// start-up files may set more): a name not in it, and not one bash
+	// sets itself, is unset, so `[ -n "${X+x}" ]` is decided.
+	EnvComplete bool
 }
 
 // Parse walks src and returns the facts about it. It never panics on any
@@ -198,6 +203,7 @@ const (
 	fromEnv    bound = iota // not assigned: the environment's value, if any
 	knownVal                // assigned a value the parser knows
 	unknownVal              // assigned a value known only at run time
+	unsetVal                // unset by the source
 )
 
 func (s *state) clone() *state {
@@ -217,7 +223,7 @@ func (w *walker) lookup(name string) (string, bool) {
 	}
 	if b, _ := w.st.vars.get(name); b.how == knownVal {
 		return b.value, true
-	} else if b.how == unknownVal {
+	} else if b.how == unknownVal || b.how == unsetVal {
 		return "", false
 	}
 	switch name {
@@ -289,6 +295,47 @@ func (w *walker) setVar(name, value string, known bool) {
 	case shadowVars[name] || strings.HasPrefix(name, "GIT_") && gitProgramVar(name):
 		w.st.shadow = true
 	}
+}
+
+// isUnset reports whether the variable name is surely unset here: the
+// source unset it, or it is not in a complete environment
+// ([Options.EnvComplete]), was never assigned, and bash does not set it.
+func (w *walker) isUnset(name string) bool {
+	if w.hideAll || w.hidden[name] || !syntax.ValidName(name) {
+		return false
+	}
+	switch b, _ := w.st.vars.get(name); b.how {
+	case unsetVal:
+		return true
+	case fromEnv:
+		_, inEnv := w.opts.Env[name]
+		return w.opts.EnvComplete && !inEnv && !bashSets(name)
+	}
+	return false
+}
+
+// bashSets reports whether bash gives name a value of its own at start,
+// or may (PATH and SHELL when the environment has none).
+func bashSets(name string) bool {
+	if strings.HasPrefix(name, "BASH") || strings.HasPrefix(name, "COMP_") || strings.HasPrefix(name, "READLINE_") {
+		return true
+	}
+	switch name {
+	case "DIRSTACK", "EPOCHREALTIME", "EPOCHSECONDS", "EUID", "FUNCNAME", "GROUPS", "HISTCMD", "HISTFILE",
+		"HISTFILESIZE", "HISTSIZE", "HOSTNAME", "HOSTTYPE", "IFS", "LINENO", "MACHTYPE", "MAILCHECK", "OPTARG",
+		"OPTERR", "OPTIND", "OSTYPE", "PIPESTATUS", "PPID", "PS1", "PS2", "PS4", "PWD", "OLDPWD", "RANDOM",
+		"SECONDS", "SHELL", "SHELLOPTS", "SHLVL", "SRANDOM", "TERM", "UID", "PATH", "HOME", "_":
+		return true
+	}
+	return false
+}
+
+// unsetVar records `unset name`.
+func (w *walker) unsetVar(name string) {
+	w.setVar(name, "", false)
+	b, _ := w.st.vars.get(name)
+	b.how = unsetVal
+	w.st.vars.set(name, b)
 }
 
 // varBinding returns what the source did to name.
@@ -886,6 +933,18 @@ func (w *walker) condTruth(cond []*syntax.Stmt) (truth, known bool) {
 	st := cond[0]
 	var ops []string
 	switch x := st.Cmd.(type) {
+	case *syntax.BinaryCmd:
+		// A && B, A || B of such tests (Codex: `[ -z "${X+x}" ] || [ … ]`),
+		// which run nothing but tests.
+		if st.Negated || x.Op != syntax.AndStmt && x.Op != syntax.OrStmt {
+			return false, false
+		}
+		a, okA := w.condTruth([]*syntax.Stmt{x.X})
+		if okA && a == (x.Op == syntax.OrStmt) {
+			return a, true // B does not run
+		}
+		b, okB := w.condTruth([]*syntax.Stmt{x.Y})
+		return b, okA && okB
 	case *syntax.CallExpr:
 		if len(x.Assigns) > 0 || len(x.Args) == 0 {
 			return false, false
@@ -1217,7 +1276,7 @@ func (w *walker) staticPart(p syntax.WordPart) bool {
 		if x.Param.Value == "@" && w.st.args != nil {
 			return x.Exp == nil && x.Repl == nil && x.Slice == nil && !x.Length
 		}
-		if _, ok := w.lookup(x.Param.Value); !ok {
+		if _, ok := w.lookup(x.Param.Value); !ok && !w.isUnset(x.Param.Value) {
 			return false
 		}
 		for _, sub := range []*syntax.Word{expWord(x), replWord(x, true), replWord(x, false)} {

@@ -1337,25 +1337,39 @@ func TestParseIfDecided(t *testing.T) {
 		name string
 		in   string
 		want []string // every write, as wsum renders it
+		// complete: Env is all there is (Options.EnvComplete).
+		complete bool
 	}{
-		{"-n of a set variable", `if [ -n "$HOME" ]; then cd sub; fi; echo > a`, []string{"/w/sub/a"}},
-		{"-z of a set variable", `if [ -z "$HOME" ]; then cd sub; fi; echo > a`, []string{"/w/a"}},
-		{"${X+x} of a set variable", `if [ -n "${HOME+x}" ]; then d=/w/s; fi; echo > "$d/f"`, []string{"/w/s/f"}},
-		{"test", `if test "$HOME" != /h; then cd sub; fi; echo > a`, []string{"/w/a"}},
-		{"elif", `if [ "$HOME" = /x ]; then cd a; elif [ "$HOME" = /h ]; then cd b; else cd c; fi; echo > f`, []string{"/w/b/f"}},
-		{"else", `if [ "$HOME" == /x ]; then cd a; else cd c; fi; echo > f`, []string{"/w/c/f"}},
-		{"[[ -n ]]", `if [[ -n $HOME ]]; then cd a; fi; echo > f`, []string{"/w/a/f"}},
-		{"negated", `if ! [ -n "$HOME" ]; then cd a; fi; echo > f`, []string{"/w/f"}},
-		{"an unknown variable", `if [ -n "$U" ]; then cd sub; fi; echo > a`, []string{"?a"}},
-		{"an unknown elif", `if [ "$HOME" = /x ]; then cd a; elif t; then cd b; fi; echo > f`, []string{"?f"}},
-		{"an unquoted word that may split", `if [ -n $HOME ]; then cd a; fi; echo > f`, []string{"/w/a/f"}},
-		{"a function named [", `[() { :; }; if [ -n x ]; then cd a; fi; echo > f`, []string{"?f"}},
-		{"a condition with a redirection", `if [ -n x ] > log; then cd a; fi; echo > f`, []string{"/w/log", "?f"}},
+		{"-n of a set variable", `if [ -n "$HOME" ]; then cd sub; fi; echo > a`, []string{"/w/sub/a"}, false},
+		{"-z of a set variable", `if [ -z "$HOME" ]; then cd sub; fi; echo > a`, []string{"/w/a"}, false},
+		{"${X+x} of a set variable", `if [ -n "${HOME+x}" ]; then d=/w/s; fi; echo > "$d/f"`, []string{"/w/s/f"}, false},
+		{"test", `if test "$HOME" != /h; then cd sub; fi; echo > a`, []string{"/w/a"}, false},
+		{"elif", `if [ "$HOME" = /x ]; then cd a; elif [ "$HOME" = /h ]; then cd b; else cd c; fi; echo > f`, []string{"/w/b/f"}, false},
+		{"else", `if [ "$HOME" == /x ]; then cd a; else cd c; fi; echo > f`, []string{"/w/c/f"}, false},
+		{"[[ -n ]]", `if [[ -n $HOME ]]; then cd a; fi; echo > f`, []string{"/w/a/f"}, false},
+		{"negated", `if ! [ -n "$HOME" ]; then cd a; fi; echo > f`, []string{"/w/f"}, false},
+		{"an unknown variable", `if [ -n "$U" ]; then cd sub; fi; echo > a`, []string{"?a"}, false},
+		{"an unknown elif", `if [ "$HOME" = /x ]; then cd a; elif t; then cd b; fi; echo > f`, []string{"?f"}, false},
+		{"an unquoted word that may split", `if [ -n $HOME ]; then cd a; fi; echo > f`, []string{"/w/a/f"}, false},
+		{"a function named [", `[() { :; }; if [ -n x ]; then cd a; fi; echo > f`, []string{"?f"}, false},
+		{"a condition with a redirection", `if [ -n x ] > log; then cd a; fi; echo > f`, []string{"/w/log", "?f"}, false},
+		{"A || B", `if [ -z "$HOME" ] || [ "$HOME" = /h ]; then cd a; fi; echo > f`, []string{"/w/a/f"}, false},
+		{"A && B, A false", `if [ -z "$HOME" ] && [ -n "$U" ]; then cd a; fi; echo > f`, []string{"/w/f"}, false},
+		{"A && B, B unknown", `if [ -n "$HOME" ] && [ -n "$U" ]; then cd a; fi; echo > f`, []string{"?f"}, false},
+		{"A || a command", `if [ -z "$HOME" ] || t; then cd a; fi; echo > f`, []string{"?f"}, false},
+		// With the whole environment, a name not in it is unset.
+		{"${U+x} of a name not in a complete environment", `if [ -n "${U+x}" ]; then cd a; fi; echo > f`, []string{"/w/f"}, true},
+		{"${U-d} of a name not in a complete environment", `echo > "${U-/w/d}/f"`, []string{"/w/d/f"}, true},
+		{"not without a complete environment", `if [ -n "${U+x}" ]; then cd a; fi; echo > f`, []string{"?f"}, false},
+		{"a name bash sets", `if [ -n "${BASH_VERSION+x}" ]; then cd a; fi; echo > f`, []string{"?f"}, true},
+		{"a name the source unsets", `unset HOME; if [ -n "${HOME+x}" ]; then cd a; fi; echo > f`, []string{"/w/f"}, false},
+		{"a name read at run time", `read U; if [ -n "${U+x}" ]; then cd a; fi; echo > f`, []string{"?f"}, true},
+		{"a name assigned in a branch", `if t; then U=1; fi; if [ -n "${U+x}" ]; then cd a; fi; echo > f`, []string{"?f"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := parser.Parse(tc.in, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/h"}})
+			f := parser.Parse(tc.in, parser.Options{Cwd: "/w", Env: map[string]string{"HOME": "/h"}, EnvComplete: tc.complete})
 			if diff := cmp.Diff(tc.want, wsum(f)); diff != "" {
 				t.Errorf("Parse(%q) writes (-want +got):\n%s", tc.in, diff)
 			}

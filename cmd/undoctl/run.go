@@ -238,7 +238,8 @@ func (c *common) setup(getenv func(string) string) (*policy.Policy, classify.Opt
 		}
 	}
 	env["PWD"] = abs
-	o := classify.Options{Policy: p, Cwd: abs, Env: env}
+	// As bash -c would decide it: with this environment and no more.
+	o := classify.Options{Policy: p, Cwd: abs, Env: env, EnvComplete: classify.StartsWith(env, false, false)}
 	o.Roots = classify.WorkspaceRoots(abs, env["HOME"])
 	return p, o, nil
 }

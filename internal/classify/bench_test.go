@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -153,5 +154,28 @@ func BenchmarkSnapshot(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCodexWrapper decides Codex 0.171's real 344-line wrapper
+// around ls, with its snapshot, as the resident classifier does (the
+// snapshot's parse cached).
+func BenchmarkCodexWrapper(b *testing.B) {
+	wrapper, err := os.ReadFile("../../testdata/harness/codex-0.171/wrapper.sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	snapshot, err := os.ReadFile("../../testdata/harness/codex-0.171/snapshot.sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := Options{Policy: policy.Default(), Cwd: "/work/proj", Roots: []string{},
+		Env:      map[string]string{"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		ReadFile: func(string) ([]byte, error) { return snapshot, nil }, Cache: parser.NewCache(8), EnvComplete: true}
+	src := string(wrapper)
+	for b.Loop() {
+		if d := Decide(src, o).Decision; d.Class != policy.None {
+			b.Fatal(d.Class)
+		}
 	}
 }

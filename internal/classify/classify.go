@@ -41,6 +41,9 @@ type Options struct {
 	// Cache, when set, keeps the parse of large sources across calls
 	// (see [parser.Cache]).
 	Cache *parser.Cache
+	// EnvComplete says that Env is all the shell starts with (see
+	// [parser.Options.EnvComplete] and [StartsWith]).
+	EnvComplete bool
 	// POSIX parses as sh rather than bash.
 	POSIX bool
 	// BashRejects says the real shell also rejects the syntax error the
@@ -76,7 +79,7 @@ func Decide(src string, o Options) Result {
 		stands, emits = o.Policy.Stands, o.Policy.Emits
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits})
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, EnvComplete: o.EnvComplete})
 	if o.BashRejects {
 		facts.Err = nil
 	}
@@ -113,6 +116,14 @@ var ownDirs = sync.OnceValue(func() []string {
 
 // maxScript bounds the size of a script the parser reads.
 const maxScript = 1 << 20
+
+// StartsWith reports whether a shell started with env, as a login or
+// interactive shell or not, has exactly env's variables when the step's
+// code begins: no start-up file runs first (~/.profile for a login
+// shell, ~/.bashrc for an interactive one, $BASH_ENV or $ENV otherwise).
+func StartsWith(env map[string]string, login, interactive bool) bool {
+	return !login && !interactive && env["BASH_ENV"] == "" && env["ENV"] == ""
+}
 
 // ReadScript reads a file for the parser, refusing anything that is not a
 // regular file or is larger than 1 MiB.

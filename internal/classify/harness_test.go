@@ -326,7 +326,7 @@ func TestDecideCodexWrapper(t *testing.T) {
 	if !strings.HasSuffix(string(wrapper), execLine) {
 		t.Fatalf("the fixture does not end in %s", execLine)
 	}
-	o := Options{Policy: policy.Default(), Cwd: "/work/proj", Roots: []string{"/work/proj"},
+	o := Options{Policy: policy.Default(), Cwd: "/work/proj", Roots: []string{"/work/proj"}, EnvComplete: true,
 		Env: map[string]string{"HOME": "/root", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		ReadFile: func(p string) ([]byte, error) {
 			if strings.HasPrefix(p, "/root/.codex/shell_snapshots/") {
