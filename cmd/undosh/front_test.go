@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,8 @@ func classifierFor(t *testing.T, stateDir string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	waitForFile(t, filepath.Join(stateDir, "run", "classify.sock"))
+	// The pid file is written after listen: the socket then accepts.
+	waitForFile(t, filepath.Join(stateDir, "run", "classify.pid"))
 }
 
 // waitForFile waits until name exists: the event the test needs, with a
@@ -41,6 +43,25 @@ func waitForFile(t *testing.T, name string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never appeared", name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitForListener waits until something accepts connections on the Unix
+// socket at name. The file appears at bind, before listen, so its existence
+// alone is not the event.
+func waitForListener(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := net.Dial("unix", name)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s: %v", name, err)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -32,7 +32,7 @@ func startHost(t *testing.T) string {
 		cmd.Wait()
 	})
 	token := filepath.Join(state, "tokens", "default")
-	waitForFile(t, sock)
+	waitForListener(t, sock)
 	waitForFile(t, token)
 	tok, err := os.ReadFile(token)
 	if err != nil {
@@ -185,7 +185,7 @@ func TestGuestAgent(t *testing.T) {
 		agent.Process.Signal(syscall.SIGTERM)
 		agent.Wait()
 	})
-	waitForFile(t, agentSock)
+	waitForListener(t, agentSock)
 	tell := func(role hostlink.Role, gen uint64) {
 		t.Helper()
 		conn, err := net.Dial("unix", agentSock)
