@@ -377,7 +377,12 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	if len(req.argv) == 0 {
 		return undosh()
 	}
-	if !c.sameView(int(peer.Pid)) {
+	// A caller in one of the read-only namespaces the classifier keeps
+	// is a command nested in a read-only step (Codex's wrapper ends in
+	// exec bash -c CMD): it sees the machine's files, and the kernel
+	// already holds it to that namespace's plan.
+	same, held := c.view(int(peer.Pid))
+	if !same && held == nil {
 		return undosh()
 	}
 	env := environ(req.env)
@@ -439,24 +444,36 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 		return undosh()
 	}
 	if c.ns != nil && peer.Uid == 0 {
-		if fd := c.ns.get(plan, writable.paths, writable.inodes); fd != nil {
+		if fd := c.ns.get(plan, writable.paths, writable.inodes); fd == held && held != nil {
+			return execReal(real) // already held to this very plan
+		} else if fd != nil && held == nil {
 			return answer{verdict: 'N', text: plan, ns: fd}
 		}
+	}
+	if held != nil {
+		return undosh() // another limit than the one it is held to: undosh decides
 	}
 	return answer{verdict: 'L', text: plan}
 }
 
-// sameView reports whether process pid sees the files the classifier
-// sees: the same mount namespace and root directory.
-func (c *classifier) sameView(pid int) bool {
+// view reports whether process pid sees the files the classifier sees:
+// the same mount namespace and root directory (same), or the same root
+// in one of the read-only namespaces the classifier keeps (held, its fd).
+func (c *classifier) view(pid int) (same bool, held *os.File) {
 	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	defer unix.Close(dir)
 	var ns, root unix.Stat_t
-	return unix.Fstatat(dir, "ns/mnt", &ns, 0) == nil && unix.Fstatat(dir, "root", &root, 0) == nil &&
-		c.mntNS != nil && c.root != nil && sameInode(&ns, c.mntNS) && sameInode(&root, c.root)
+	if unix.Fstatat(dir, "ns/mnt", &ns, 0) != nil || unix.Fstatat(dir, "root", &root, 0) != nil ||
+		c.mntNS == nil || c.root == nil || !sameInode(&root, c.root) {
+		return false, nil
+	}
+	if sameInode(&ns, c.mntNS) {
+		return true, nil
+	}
+	return false, c.ns.holding(&ns)
 }
 
 func sameInode(st *unix.Stat_t, fi os.FileInfo) bool {

@@ -290,6 +290,35 @@ func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "report.txt")); err == nil || r.code == 0 || !strings.Contains(r.stderr, "Read-only file system") {
 		t.Errorf("a step in the read-only namespace wrote the workspace (%v): %+v", err, r)
 	}
+	// A read-only step nested in one (Codex's wrapper ends in exec bash
+	// -c CMD) is answered too, and runs where it is: no second limit, no
+	// undosh. Nested, the wrongly read-only program is still refused.
+	nested := filepath.Join(bin, "bash") // a trusted directory, first on PATH
+	if err := os.Symlink(fastBin, nested); err != nil {
+		t.Fatal(err)
+	}
+	before, u0 := answers(t, state)
+	r = runWith(t, fastBin, ws, env, "bash", "-c", "exec bash -c 'readlink /proc/self/ns/mnt'")
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || got != first {
+		t.Errorf("a nested read-only step: %+v; want it in %s", r, first)
+	}
+	if e, u := answers(t, state); e != before+2 || u != u0 {
+		t.Errorf("a nested read-only step: %d fast answers and %d undosh, want 2 and 0:\n%s", e-before, u-u0, readLog(t, state))
+	}
+	r = runWith(t, fastBin, ws, env, "bash", "-c", "exec bash -c undosh-report")
+	if _, err := os.Stat(filepath.Join(ws, "report.txt")); err == nil || r.code == 0 || !strings.Contains(r.stderr, "Read-only file system") {
+		t.Errorf("a nested step in the read-only namespace wrote the workspace (%v): %+v", err, r)
+	}
+	os.Remove(nested)
+	// Steps undosh protects itself (a program it cannot read) mount and
+	// unmount views on the machine: the kept namespace stays, and the
+	// mount below is still seen (its event has been seen not to come).
+	for _, c := range []string{"readlink /proc/self/ns/mnt", "undosh-report"} {
+		r = runWith(t, fastBin, ws, env, "bash", "-c", "exec -a bash "+fastBin+" -c '"+c+"'")
+		if _, err := os.Stat(filepath.Join(ws, "report.txt")); err == nil || (r.code == 0) != (c != "undosh-report") {
+			t.Errorf("%s nested under a program undosh cannot read (%v): %+v", c, err, r)
+		}
+	}
 	// A mount made on the machine: the next step is in another namespace
 	// (whose number may be the old one's, given again), which has it.
 	mnt := filepath.Join(ws, "mnt")
@@ -310,7 +339,7 @@ func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after a mount on the machine, a read-only step still runs in the old namespace: %+v", r)
+			t.Fatalf("after a mount on the machine, a read-only step still runs in the old namespace: %+v\n%s", r, readLog(t, state))
 		}
 		time.Sleep(10 * time.Millisecond) // until the classifier's watch marks the old one stale
 	}
