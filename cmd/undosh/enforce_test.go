@@ -504,3 +504,71 @@ func TestNestedInView(t *testing.T) {
 		t.Errorf("journal: want the outer step only, got %v", recs)
 	}
 }
+
+// sudo under enforcement, as a user sudo lets run anything: Landlock's
+// no_new_privs would stop it, so undosh checkpoints such a step instead,
+// and sudo works. The sudoers entry is a file in a directory bound over
+// /etc/sudoers.d in a private mount namespace (unshare -m), so the
+// machine's sudoers never change and the binding goes with the process.
+func TestEnforceSudoNonRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the test runs undosh as nobody with a sudoers entry, which needs root")
+	}
+	if _, err := enforce.Probe(enforce.Landlock); err != nil {
+		t.Skipf("no Landlock here: %v", err)
+	}
+	sudo, err := exec.LookPath("sudo")
+	if err != nil {
+		t.Skip("no sudo here (.ci/run installs it)")
+	}
+	for _, tool := range []string{"unshare", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s here (util-linux)", tool)
+		}
+	}
+	if data, err := os.ReadFile("/etc/sudoers"); err != nil || !strings.Contains(string(data), "includedir /etc/sudoers.d") {
+		t.Skip("/etc/sudoers does not include /etc/sudoers.d")
+	}
+	base, err := os.MkdirTemp("/home", "undosh-sudo-")
+	if err != nil {
+		t.Skipf("no /home: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	ws, home, state, sudoers := filepath.Join(base, "ws"), filepath.Join(base, "home"), filepath.Join(base, "state"), filepath.Join(base, "sudoers.d")
+	for _, d := range []string{ws, home, state, sudoers} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(sudoers, "undosh-test"), []byte("nobody ALL=(ALL) NOPASSWD: ALL\n"), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{ws, home, state} {
+		os.Lchown(d, 65534, 65534)
+	}
+	run := func(script string) ran {
+		t.Helper()
+		cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+			`mount --bind "$1" /etc/sudoers.d && shift && exec setpriv --reuid 65534 --regid 65534 --clear-groups "$@"`,
+			"sh", sudoers, "env", "-i", "PATH="+os.Getenv("PATH"), "HOME="+home, "UNDOSH_STATE_DIR="+state,
+			"UNDOSH_POLICY=-", "UNDOSH_REAL_BASH=/bin/bash", undoshBin, "-c", script)
+		cmd.Dir = ws
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if cmd.ProcessState == nil {
+			t.Fatal(err)
+		}
+		return ran{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+	}
+	if r := run("id -u; grep NoNewPrivs /proc/self/status"); r.code != 0 || r.stdout != "65534\nNoNewPrivs:\t1\n" {
+		t.Fatalf("a read-only step as nobody, under Landlock: %+v", r)
+	}
+	if r := run(sudo + " -n id -u"); r.code != 0 || r.stdout != "0\n" {
+		t.Errorf("sudo -n id -u as nobody, under enforcement: %+v", r)
+	}
+	if r := run("sudo -n sh -c 'echo uid $(id -u)'"); r.code != 0 || r.stdout != "uid 0\n" {
+		t.Errorf("sudo through PATH, as nobody, under enforcement: %+v", r)
+	}
+}
