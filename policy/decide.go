@@ -70,6 +70,10 @@ type Context struct {
 	// name's rules when named by path, besides trusted_dirs: undosh's
 	// own (`/usr/lib/undosh/undoctl log` is undoctl).
 	Trusted []string
+	// Self lists more of undosh's own files than the fixed ones
+	// (self.go): its state directory, the policy files in force, the
+	// installed shells that are its front end.
+	Self []string
 }
 
 // Decision is what the policy says about one step.
@@ -300,6 +304,11 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 				Class: p.UnknownProgram})
 		}
 	}
+	if p.SelfProtect {
+		if why := selfCommand(c); why != "" {
+			out = append(out, p.selfReason(c, why))
+		}
+	}
 	out = append(out, p.writes(c, ctx, cls)...)
 	if c.Network {
 		out = append(out, Reason{Rule: "network_code", Pos: c.Pos, Egress: true,
@@ -361,6 +370,9 @@ func (p *Policy) path(c *Command, ctx Context, w Write) Reason {
 	if !w.Resolved {
 		return Reason{Rule: "unresolved_write", At: p.location("classes.unresolved_write"), Pos: c.Pos,
 			Text: "writes a path known only at run time: " + clip(w.Path), Class: p.UnresolvedWrite}
+	}
+	if p.SelfProtect && selfPath(w.Path, ctx) {
+		return p.selfReason(c, "writes "+w.Path)
 	}
 	for i := range p.Paths {
 		r := &p.Paths[i]

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -1096,6 +1097,54 @@ func TestStands(t *testing.T) {
 	} {
 		if got := p.Stands(tc.file, tc.name); got != tc.want {
 			t.Errorf("Stands(%s, %s) = %v, want %v", tc.file, tc.name, got, tc.want)
+		}
+	}
+}
+
+// Self-protection refuses what changes undosh itself, and only that;
+// self_protect: false turns it off.
+func TestSelfProtect(t *testing.T) {
+	on := policy.Default()
+	off := loadTest(t, "off.yaml", "version: 1\nself_protect: false\n")
+	ctx := policy.Context{Cwd: "/work/proj", Roots: []string{"/work/proj"}, Home: "/home/agent",
+		Self: []string{"/home/agent/.local/state/undosh", "/work/proj/undosh.yaml", "/usr/bin/bash"}}
+	cases := []struct {
+		in      policy.Input
+		refused bool
+	}{
+		{one(redirect("/etc/undosh/policy.yaml", true)), true},
+		{one(redirect("/etc/undosh", true)), true},
+		{one(redirect("/usr/lib/undosh/real/bash", true)), true},
+		{one(redirect("/home/agent/.local/state/undosh/journal.jsonl", true)), true},
+		{one(redirect("/work/proj/undosh.yaml", true)), true},
+		{one(redirect("/usr/bin/bash", true)), true},
+		{one(cmd("1:1", "undoctl uninstall")), true},
+		{one(cmd("1:1", "undoctl --root /mnt uninstall --sh")), true},
+		{one(cmd("1:1", "dpkg-divert --remove /bin/bash")), true},
+		{one(cmd("1:1", "dpkg-divert --rename --remove /usr/bin/../bin/sh")), true},
+		// Not undosh's.
+		{one(redirect("/etc/undosh-notes", true)), false},
+		{one(redirect("/work/proj/undosh.yaml.bak", true)), false},
+		{one(redirect("/home/agent/.local/state/undosh2", true)), false},
+		{one(cmd("1:1", "dpkg-divert --list")), false},
+		{one(cmd("1:1", "dpkg-divert --truename /bin/bash")), false},
+		{one(cmd("1:1", "dpkg-divert --remove /usr/bin/perf")), false},
+		{one(cmd("1:1", "undoctl log")), false},
+		{one(cmd("1:1", "echo uninstall")), false},
+	}
+	for _, c := range cases {
+		d := on.Decide(c.in, ctx)
+		refused := false
+		for _, r := range d.Reasons {
+			if r.Rule == policy.SelfRule {
+				refused = r.Verdict == policy.Deny && r.Text == policy.SelfText
+			}
+		}
+		if refused != c.refused || refused && d.Verdict != policy.Deny {
+			t.Errorf("%s: self-protection %v (verdict %s), want %v: %+v", c.in.Commands[0].Text, refused, d.Verdict, c.refused, d.Reasons)
+		}
+		if d := off.Decide(c.in, ctx); slices.ContainsFunc(d.Reasons, func(r policy.Reason) bool { return r.Rule == policy.SelfRule }) {
+			t.Errorf("%s: refused with self_protect: false: %+v", c.in.Commands[0].Text, d.Reasons)
 		}
 	}
 }

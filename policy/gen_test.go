@@ -99,8 +99,8 @@ func generate(p *Policy) []byte {
 	w("}, wild: %s}\n\n", ints(p.index.wild))
 	w("// compiledDefault is policy.yaml, parsed at build time: parsing the YAML\n// at start-up costs milliseconds that every undosh call would pay.\n")
 	w("func compiledDefault() *Policy {\n\tp := &Policy{\n")
-	w("Files: %s,\nRoots: %s,\nScratch: %s,\nExclude: %s,\nMaxFileSize: %d,\nRollback: %q,\nVerify: %q,\nTrustedDirs: %s,\nEnforce: %v,\nEscalate: %q,\n",
-		strs(p.Files), strs(p.Roots), strs(p.Scratch), strs(p.Exclude), p.MaxFileSize, p.Rollback, p.Verify, strs(p.TrustedDirs), p.Enforce, p.Escalate)
+	w("Files: %s,\nRoots: %s,\nScratch: %s,\nExclude: %s,\nMaxFileSize: %d,\nRollback: %q,\nVerify: %q,\nTrustedDirs: %s,\nEnforce: %v,\nEscalate: %q,\nSelfProtect: %v,\n",
+		strs(p.Files), strs(p.Roots), strs(p.Scratch), strs(p.Exclude), p.MaxFileSize, p.Rollback, p.Verify, strs(p.TrustedDirs), p.Enforce, p.Escalate, p.SelfProtect)
 	w("UnknownProgram: %d,\nUnknownCode: %d,\nUnresolvedWrite: %d,\nOutsideWrite: %d,\n", p.UnknownProgram, p.UnknownCode, p.UnresolvedWrite, p.OutsideWrite)
 	w("Egress: Egress{ProtectedBranches: %s, AllowForcePush: %v, PushNeedsVerify: %v},\n", strs(p.Egress.ProtectedBranches), p.Egress.AllowForcePush, p.Egress.PushNeedsVerify)
 	w("Host: Host{Address: %q, Fallback: %q},\n", p.Host.Address, p.Host.Fallback)

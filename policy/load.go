@@ -139,7 +139,7 @@ type file struct {
 	roots, scratch, exclude, trusted []string
 	maxFileSize                      *int64
 	rollback, verify                 *string
-	enforce                          *bool
+	enforce, selfProtect             *bool
 	escalate                         *string
 	classes                          map[string]Class
 	protected                        []string
@@ -172,6 +172,9 @@ func (f *file) applyTo(p *Policy) {
 	}
 	if f.escalate != nil {
 		p.Escalate = *f.escalate
+	}
+	if f.selfProtect != nil {
+		p.SelfProtect = *f.selfProtect
 	}
 	for k, c := range f.classes {
 		switch k {
@@ -485,7 +488,7 @@ func (r *reader) escalate(n ast.Node) string {
 func ptr[T any](v T) *T { return &v }
 
 var topKeys = []string{"version", "extends", "workspace", "checkpoint", "rollback", "verify",
-	"classes", "trusted_dirs", "enforce", "escalate", "egress", "host", "cost", "rules", "paths", "examples"}
+	"classes", "trusted_dirs", "enforce", "escalate", "self_protect", "egress", "host", "cost", "rules", "paths", "examples"}
 
 // parseFile parses one policy file.
 func parseFile(name string, data []byte) (*file, error) {
@@ -551,6 +554,8 @@ func parseFile(name string, data []byte) (*file, error) {
 			f.enforce = ptr(r.boolean(fl.value, "enforce"))
 		case "escalate":
 			f.escalate = ptr(r.escalate(fl.value))
+		case "self_protect":
+			f.selfProtect = ptr(r.boolean(fl.value, "self_protect"))
 		case "classes":
 			for _, c := range r.mapping(fl.value, "classes", []string{"unknown_program", "unknown_code", "unresolved_write", "outside_write"}) {
 				f.at["classes."+c.key] = r.at(c.keyN)

@@ -128,6 +128,8 @@ type Policy struct {
 	// Escalate is what undosh does with what a step wrote beyond its
 	// class: EscalateCommit, EscalateRerun or EscalateRefuse.
 	Escalate string
+	// SelfProtect refuses steps that change undosh itself (self.go).
+	SelfProtect bool
 
 	UnknownProgram  Class
 	UnknownCode     Class

@@ -162,13 +162,21 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 	}
 	// Commit: kept as a machine step would be, then verify.
 	rec.Escalated = b.record(journal.EscalateCommit)
-	out, err := machine.Keep(b.plans, machine.Step{StateDir: r.stateDir, Journal: g.j, ID: g.step.ID})
+	out, err := machine.Keep(b.plans, machine.Step{StateDir: r.stateDir, Journal: g.j, ID: g.step.ID, Protected: r.protected()})
 	if err != nil {
 		back := g.putBack("could not be kept")
 		rec.Notice = fmt.Sprintf("%s, which could not be kept (%v): %s", what, err, back)
 		r.e.say(rec.Notice)
 		r.finishStep(g.step, *rec, g.start, 0)
 		return exit.Failure
+	}
+	if len(out.Protected) > 0 {
+		back := g.putBack("changed undosh itself")
+		rec.Outcome = journal.Refused
+		rec.Notice = fmt.Sprintf("refused: %s, which was not kept: %s (%s); %s", what, policy.SelfText, strings.Join(out.Protected, ", "), back)
+		r.e.say(rec.Notice)
+		r.finishStep(g.step, *rec, g.start, 0)
+		return exit.Refused
 	}
 	if out.Conflict != nil {
 		back := g.putBack("conflicted with the machine")

@@ -50,7 +50,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	}
 	out, err := machine.Run(ctx, machine.Step{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
-		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID,
+		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID, Protected: r.protected(),
 		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an

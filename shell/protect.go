@@ -245,10 +245,21 @@ func (r *run) denyHint(rule string) string {
 	case strings.HasPrefix(rule, "rule git-push "):
 		return "push a branch that is not " + strings.Join(r.pol.Egress.ProtectedBranches, " or ") +
 			", named literally and without --force (git push origin HEAD:my-branch); undoctl explain shows every rule"
+	case strings.HasPrefix(rule, "rule "+policy.SelfRule+" "):
+		return "undosh is changed by an operator, from outside the agent's shell; self_protect: false in the policy turns this refusal off"
 	case strings.HasPrefix(rule, "rule network-device"):
 		return "use curl or wget for downloads; undoctl explain shows every rule"
 	}
 	return "undoctl explain '…' shows every reason; a policy rule with verdict: run allows this (see docs/policy.md)"
+}
+
+// protected are the paths a machine step may not commit: undosh's own,
+// unless the policy says self_protect: false.
+func (r *run) protected() []string {
+	if r.pol == nil || !r.pol.SelfProtect {
+		return nil
+	}
+	return append(slices.Clone(policy.SelfDirs), classify.SelfPaths(r.pol, r.stateDir)...)
 }
 
 // refuse prints the refusal, journals it and returns 126.

@@ -424,7 +424,7 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	}
 	// Whether a step is read-only does not depend on where its
 	// workspace is (a write there is git, elsewhere fork): no roots.
-	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}, Cache: c.parsed,
+	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}, Cache: c.parsed, StateDir: stateDir,
 		EnvComplete: classify.StartsWith(env, inv.Login, inv.Interactive)})
 	route := routeOf(res.Decision, enforcingIn(getenv, pol))
 	if route == routeProtect || res.Decision.SyntaxErr != "" {

@@ -228,11 +228,14 @@ func (s *session) settleLine(cur *line, b *beyond, code int) {
 		rec.Notice = "refused: " + what + " (" + lr.escalateAt() + "; a line of a session cannot run again): that was put back" + put()
 	default:
 		rec.Escalated = b.record(journal.EscalateCommit)
-		out, err := machine.Keep(b.plans, machine.Step{StateDir: lr.stateDir, Journal: j, ID: step.ID})
+		out, err := machine.Keep(b.plans, machine.Step{StateDir: lr.stateDir, Journal: j, ID: step.ID, Protected: lr.protected()})
 		switch {
 		case err != nil:
 			rec.Outcome = journal.Failed
 			rec.Notice = fmt.Sprintf("%s, which could not be kept (%v): that was put back%s", what, err, put())
+		case len(out.Protected) > 0:
+			rec.Outcome = journal.Refused
+			rec.Notice = fmt.Sprintf("refused: %s, which was not kept: %s (%s); that was put back%s", what, policy.SelfText, strings.Join(out.Protected, ", "), put())
 		case out.Conflict != nil:
 			rec.Outcome = journal.Discarded
 			rec.Notice = fmt.Sprintf("%s, which was not kept: %s changed on the machine meanwhile; that was put back%s", what, conflictPaths(out), put())

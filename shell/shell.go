@@ -199,7 +199,7 @@ func (r *run) main() int {
 		}
 		return r.protectSession()
 	}
-	o := classify.Options{Policy: pol, Cwd: r.cwd, Env: r.env, POSIX: r.inv.POSIX, Unseen: r.src.unseen,
+	o := classify.Options{Policy: pol, Cwd: r.cwd, Env: r.env, POSIX: r.inv.POSIX, Unseen: r.src.unseen, StateDir: r.stateDir,
 		EnvComplete: classify.StartsWith(r.env, r.inv.Login, r.inv.Interactive)}
 	res := classify.Decide(r.src.text, o)
 	if res.Decision.SyntaxErr != "" && r.src.unseen == "" && bashRejects(r.real, r.inv, r.src) {

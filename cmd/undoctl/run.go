@@ -239,7 +239,7 @@ func (c *common) setup(getenv func(string) string) (*policy.Policy, classify.Opt
 	}
 	env["PWD"] = abs
 	// As bash -c would decide it: with this environment and no more.
-	o := classify.Options{Policy: p, Cwd: abs, Env: env, EnvComplete: classify.StartsWith(env, false, false)}
+	o := classify.Options{Policy: p, Cwd: abs, Env: env, EnvComplete: classify.StartsWith(env, false, false), StateDir: sd}
 	o.Roots = classify.WorkspaceRoots(abs, env["HOME"])
 	return p, o, nil
 }

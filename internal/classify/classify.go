@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -56,6 +57,9 @@ type Options struct {
 	// Unseen, when not "", says why the step's text cannot be read (a
 	// script too large to parse): the step is unknown code.
 	Unseen string
+	// StateDir is undosh's state directory, which a step may not write
+	// (the policy's self_protect).
+	StateDir string
 }
 
 // Result is a decision and the facts behind it.
@@ -94,6 +98,9 @@ func Decide(src string, o Options) Result {
 	ctx := policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]}
 	if !o.NoScripts {
 		ctx.Trusted = ownDirs()
+		ctx.Self = SelfPaths(o.Policy, o.StateDir)
+	} else if o.StateDir != "" {
+		ctx.Self = []string{o.StateDir}
 	}
 	d := o.Policy.Decide(in, ctx)
 	return Result{Decision: d, Facts: facts}
@@ -113,6 +120,56 @@ var ownDirs = sync.OnceValue(func() []string {
 	}
 	return dirs
 })
+
+// SelfPaths are undosh's own files besides [policy.SelfDirs]: the state
+// directory, the policy files in force, and the installed shells that
+// are undosh's front end (links into /usr/lib/undosh or undosh's own
+// directory).
+func SelfPaths(p *policy.Policy, stateDir string) []string {
+	var out []string
+	if stateDir != "" {
+		out = append(out, filepath.Clean(stateDir))
+	}
+	if p != nil {
+		for _, f := range p.Files {
+			if filepath.IsAbs(f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return append(out, frontEnds()...)
+}
+
+// frontEnds are the installed shells that are links into /usr/lib/undosh
+// or undosh's own directory, looked up at most once a second: every
+// decision asks.
+func frontEnds() []string {
+	frontEndsMu.Lock()
+	defer frontEndsMu.Unlock()
+	if time.Since(frontEndsAt) < time.Second {
+		return frontEndsSeen
+	}
+	dirs := append([]string{"/usr/lib/undosh"}, ownDirs()...)
+	var out []string
+	for _, sh := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"} {
+		if real, err := filepath.EvalSymlinks(sh); err == nil {
+			for _, d := range dirs {
+				if real != sh && strings.HasPrefix(real, d+"/") {
+					out = append(out, sh)
+					break
+				}
+			}
+		}
+	}
+	frontEndsSeen, frontEndsAt = out, time.Now()
+	return out
+}
+
+var (
+	frontEndsMu   sync.Mutex
+	frontEndsAt   time.Time
+	frontEndsSeen []string
+)
 
 // maxScript bounds the size of a script the parser reads.
 const maxScript = 1 << 20

@@ -28,8 +28,10 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/enforce"
+	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/policy"
 )
 
 // Step is one machine-changing step.
@@ -60,6 +62,10 @@ type Step struct {
 	Include []string
 	// StateDir holds the lock that serialises machine steps.
 	StateDir string
+	// Protected are paths a commit may not change: undosh's own files,
+	// under the policy's self_protect. A step that changed one is not
+	// applied (Outcome.Protected).
+	Protected []string
 	// Journal and ID, when set, mark each commit as in progress in the
 	// journal's pending directory, so that the next undosh has the fork
 	// engine recover a commit cut short.
@@ -92,6 +98,9 @@ type Outcome struct {
 	Commits []Commit
 	// Changes counts the operations committed (or, for Try, planned).
 	Changes int
+	// Protected lists what the step changed of [Step.Protected]; when
+	// set, nothing was committed.
+	Protected []string
 	// Conflict is set when the step and verify passed but the commit was
 	// refused because real paths changed meanwhile; nothing was changed.
 	Conflict *fork.ConflictError
@@ -262,6 +271,9 @@ func Keep(plans []fork.Plan, s Step) (Outcome, error) {
 // for the plans committed before the one that conflicted: those are
 // undone.
 func commitPlans(out *Outcome, s Step) error {
+	if out.Protected = touched(out.Plans, s.Protected); len(out.Protected) > 0 {
+		return nil
+	}
 	for _, plan := range out.Plans {
 		done := func() {}
 		var err error
@@ -292,6 +304,23 @@ func commitPlans(out *Outcome, s Step) error {
 	sort.Strings(out.Units)
 	out.Mapped = mappedCommitted(out.Commits)
 	return nil
+}
+
+// touched lists the paths plans change at or under one of protected.
+func touched(plans []fork.Plan, protected []string) []string {
+	var out []string
+	for _, plan := range plans {
+		for _, op := range plan.Ops {
+			abs := filepath.Join(plan.Target, op.Path)
+			for _, p := range protected {
+				if abs == p || strings.HasPrefix(abs, strings.TrimSuffix(p, "/")+"/") {
+					out = append(out, abs)
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 // verify runs s.Verify in the copy, keeping the end of its output.
@@ -395,6 +424,11 @@ func Report(id int, out Outcome, verify string, rec *journal.Record) (notice str
 	}
 	code = out.Status
 	switch {
+	case len(out.Protected) > 0:
+		rec.Outcome = journal.Refused
+		notice = fmt.Sprintf("refused: step %d passed in a copy of the machine, but was not applied: %s (%s); the machine is unchanged, and an operator changes undosh from outside the agent's shell",
+			id, policy.SelfText, clip(strings.Join(out.Protected, ", "), 200))
+		code = exit.Refused
 	case out.Conflict != nil:
 		rec.Outcome = journal.Discarded
 		paths := make([]string, 0, len(out.Conflict.Problems))
