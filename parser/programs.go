@@ -153,7 +153,7 @@ func (w *walker) outputs(c *Command, names ...string) {
 }
 
 func (w *walker) resolveAt(c *Command, a Arg) Write {
-	return w.followLinks(resolveIn(a, c.Cwd))
+	return w.locate(a, c.Cwd, true)
 }
 
 // writeSpec says which operands of a program are paths it writes.
@@ -169,11 +169,16 @@ type writeSpec struct {
 	eq []string
 	// readOnly options make the program write nothing (gzip -c, tar -t).
 	readOnly []string
+	// unlinks: the operands are names removed from their directory, so
+	// a symbolic link among them is not followed (rm, mv's sources).
+	unlinks bool
 }
 
 func writeSpecFor(base string) (writeSpec, bool) {
 	switch base {
-	case "rm", "unlink", "shred", "rmdir", "mkfifo", "dos2unix", "unix2dos":
+	case "rm", "unlink", "rmdir":
+		return writeSpec{ops: "all", unlinks: true}, true
+	case "shred", "mkfifo", "dos2unix", "unix2dos":
 		return writeSpec{ops: "all", spec: optSpec{value: "nsm", longValue: []string{"--mode", "--iterations", "--size"}}}, true
 	case "touch":
 		return writeSpec{ops: "all", spec: optSpec{value: "drt", longValue: []string{"--date", "--reference"}}}, true
@@ -190,7 +195,7 @@ func writeSpecFor(base string) (writeSpec, bool) {
 	case "cp", "install", "ln", "rsync", "scp":
 		return writeSpec{ops: "last", spec: optSpec{value: "tSmogTe", longValue: []string{"--target-directory", "--suffix", "--mode", "--owner", "--group", "--backup", "--exclude", "--include", "--filter", "--rsh", "--files-from", "--exclude-from", "--include-from", "--chmod", "--log-file", "--partial-dir", "--temp-dir", "--link-dest", "--compare-dest", "--copy-dest", "--password-file", "--rsync-path"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "mv":
-		return writeSpec{ops: "all", spec: optSpec{value: "tS", longValue: []string{"--target-directory", "--suffix", "--backup"}}, dir: []string{"-t", "--target-directory"}}, true
+		return writeSpec{ops: "all", unlinks: true, spec: optSpec{value: "tS", longValue: []string{"--target-directory", "--suffix", "--backup"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "dd":
 		return writeSpec{ops: "none", eq: []string{"of="}}, true
 	case "sort":
@@ -241,18 +246,20 @@ func (w *walker) symlink(c *Command) {
 	if !sym || len(ops) != 2 {
 		return
 	}
-	link := resolveIn(ops[1], c.Cwd)
-	if !link.Resolved {
+	link := w.locate(ops[1], c.Cwd, false)
+	if !link.Resolved || link.Tree {
 		return
 	}
+	// The target is kept as written, relative to the link's directory:
+	// it is resolved, `..` and all, when a path goes through the link.
 	target := ops[0].Value
 	if !strings.HasPrefix(target, "/") {
-		target = path.Join(path.Dir(link.Path), target)
+		target = path.Dir(link.Path) + "/" + target
 	}
 	if w.st.links == nil {
 		w.st.links = map[string]string{}
 	}
-	w.st.links[link.Path] = path.Clean(target)
+	w.st.links[link.Path] = target
 }
 
 // knownWrites applies a writeSpec to c.
@@ -317,7 +324,13 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 			wr := w.resolveAt(c, o.val)
 			wr.Tree = true
 			c.Writes = append(c.Writes, wr)
-			ws.ops = "all-but-dest"
+			// The destination is given: every operand is a source,
+			// which only mv changes (it removes it).
+			if ws.unlinks {
+				ws.ops = "sources"
+			} else {
+				ws.ops = "none"
+			}
 		}
 	}
 	for _, a := range operands {
@@ -330,9 +343,12 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 		}
 	}
 	switch ws.ops {
-	case "all":
-		for _, a := range operands {
-			c.Writes = append(c.Writes, w.resolveAt(c, a))
+	case "all", "sources":
+		for i, a := range operands {
+			// mv's last operand is its destination, which it follows
+			// into a directory a link points to.
+			follow := !ws.unlinks || ws.ops == "all" && i == len(operands)-1 && len(operands) > 1 && path.Base(c.Name()) == "mv"
+			c.Writes = append(c.Writes, w.locate(a, c.Cwd, follow))
 		}
 	case "skipfirst":
 		if len(operands) > 1 {
@@ -573,14 +589,12 @@ func (w *walker) tar(c *Command) {
 	}
 	switch {
 	case extract:
-		target := c.Cwd
-		if dir != "" {
-			target = resolveIn(Arg{Value: dir}, c.Cwd).Path
+		if dir == "" {
+			dir = "."
 		}
-		c.Writes = append(c.Writes, Write{Path: target, Resolved: target != "", Tree: true})
-		if target == "" {
-			c.Writes[len(c.Writes)-1].Path = "."
-		}
+		wr := w.resolveAt(c, Arg{Value: dir})
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
 	case create:
 		if file != "" && file != "-" {
 			c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: file, Dynamic: fileDyn}))

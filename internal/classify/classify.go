@@ -73,13 +73,18 @@ func Decide(src string, o Options) Result {
 	if look == nil && !o.NoScripts {
 		look = PathLookup()
 	}
+	var readlink func(string) (string, error)
+	if !o.NoScripts {
+		readlink = os.Readlink
+	}
 	var stands func(file, name string) bool
 	var emits func(argv []string) ([]string, bool)
 	if o.Policy != nil {
 		stands, emits = o.Policy.Stands, o.Policy.Emits
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, EnvComplete: o.EnvComplete})
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, EnvComplete: o.EnvComplete,
+		Readlink: readlink})
 	if o.BashRejects {
 		facts.Err = nil
 	}
@@ -94,6 +99,9 @@ func Decide(src string, o Options) Result {
 	ctx := policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]}
 	if !o.NoScripts {
 		ctx.Trusted = ownDirs()
+		if o.Policy != nil {
+			ctx.Real = realPlaces(o.Policy.Places(ctx))
+		}
 	}
 	d := o.Policy.Decide(in, ctx)
 	return Result{Decision: d, Facts: facts}
@@ -113,6 +121,23 @@ var ownDirs = sync.OnceValue(func() []string {
 	}
 	return dirs
 })
+
+// realPlaces maps each directory that is reached through a symbolic
+// link to the directory itself, as the parser resolves written paths.
+func realPlaces(dirs []string) map[string]string {
+	var m map[string]string
+	for _, d := range dirs {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || real == filepath.Clean(d) {
+			continue
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[d] = real
+	}
+	return m
+}
 
 // maxScript bounds the size of a script the parser reads.
 const maxScript = 1 << 20
