@@ -103,6 +103,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		if dir, ok := optValue(c.Argv[1:], "-C", "--directory"); ok {
 			c.Cwd = resolveIn(dir, c.Cwd).Path
 		}
+		if base != "go" {
+			w.makefiles(c)
+		}
 		if base == "go" {
 			w.outputs(c, "-o")
 		}
@@ -117,6 +120,35 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	// left it with no argv.
 	if len(c.Argv) > 0 && strings.Contains(name, "/") && c.Script == "" {
 		w.execPath(s, c)
+	}
+}
+
+// makefiles checks the makefiles make reads (-f FILE, else GNUmakefile,
+// makefile or Makefile in its directory): one the step changes first
+// holds code that is not known yet.
+func (w *walker) makefiles(c *Command) {
+	var files []Arg
+	args := c.Argv[1:]
+	for i, a := range args {
+		switch {
+		case a.Dynamic:
+		case (a.Value == "-f" || a.Value == "--file" || a.Value == "--makefile") && i+1 < len(args):
+			files = append(files, args[i+1])
+		case strings.HasPrefix(a.Value, "--file=") || strings.HasPrefix(a.Value, "--makefile="):
+			_, f, _ := strings.Cut(a.Value, "=")
+			files = append(files, Arg{Value: f})
+		case strings.HasPrefix(a.Value, "-f") && len(a.Value) > 2:
+			files = append(files, Arg{Value: a.Value[2:]})
+		}
+	}
+	if len(files) == 0 {
+		files = []Arg{{Value: "GNUmakefile"}, {Value: "makefile"}, {Value: "Makefile"}}
+	}
+	for _, f := range files {
+		if wr := w.locate(f, c.Cwd, true); wr.Resolved && w.changed(wr.Path) == rewritten {
+			w.runsChanged(c, f.Value)
+			return
+		}
 	}
 }
 
@@ -952,11 +984,19 @@ func (w *walker) ssh(s *syntax.Stmt, c *Command) {
 // execPath handles a path-qualified program: if it is a shell script we
 // can read, its text is classified.
 func (w *walker) execPath(s *syntax.Stmt, c *Command) {
-	if w.opts.ReadFile == nil {
+	p := w.locate(c.Argv[0], c.Cwd, true)
+	if !p.Resolved {
 		return
 	}
-	p := resolveIn(c.Argv[0], c.Cwd)
-	if !p.Resolved {
+	switch w.changed(p.Path) {
+	case rewritten:
+		w.runsChanged(c, c.Argv[0].Value)
+		return
+	case built:
+		c.Opaque = true
+		return
+	}
+	if w.opts.ReadFile == nil {
 		return
 	}
 	data, err := w.opts.ReadFile(p.Path)
@@ -1025,13 +1065,21 @@ func shebang(data []byte) (interp string, posix, ok bool) {
 }
 
 // script reads the script at p (relative to the cwd) and walks it. It
-// reports whether the file could be read.
+// reports whether the file could be read, or what the step does first
+// makes its text unknown.
 func (w *walker) script(s *syntax.Stmt, c *Command, p, via string, posix bool) bool {
-	if w.opts.ReadFile == nil {
+	wr := w.locate(Arg{Value: p}, c.Cwd, true)
+	if !wr.Resolved {
 		return false
 	}
-	wr := resolveIn(Arg{Value: p}, c.Cwd)
-	if !wr.Resolved {
+	switch w.changed(wr.Path) {
+	case rewritten:
+		w.runsChanged(c, p)
+		return true
+	case built:
+		return false
+	}
+	if w.opts.ReadFile == nil {
 		return false
 	}
 	data, err := w.opts.ReadFile(wr.Path)
@@ -1048,6 +1096,64 @@ func (w *walker) script(s *syntax.Stmt, c *Command, p, via string, posix bool) b
 	c.Script = wr.Path
 	w.scriptWalk(s, c.Pos, wr.Path, string(data), via, posix)
 	return true
+}
+
+// How the text of a file stands when a command runs it (see
+// [walker.changed]).
+const (
+	asRead    = iota // the step does not change it: the text read is the text run
+	built            // a compiler or venv made it: a program, not text to read
+	rewritten        // the step writes it first: its text is not known
+)
+
+// changed says whether a command recorded so far may have changed the
+// text of the file at p (absolute, resolved): what the step itself
+// writes cannot be trusted as read, whether it names p, a tree above
+// it, or a path known only at run time. Changing a file's mode, owner
+// or times (chmod +x, touch) leaves its text, and removing it leaves
+// none to run.
+func (w *walker) changed(p string) int {
+	state := asRead
+	for _, c := range w.facts.Commands {
+		kind := rewritten
+		switch baseName(c.Name()) {
+		case "chmod", "chown", "chgrp", "chattr", "setfacl", "touch", "rm", "unlink", "rmdir", "shred":
+			kind = asRead
+		case "go", "gcc", "g++", "cc", "c++", "clang", "clang++", "ld", "rustc", "venv", "virtualenv":
+			kind = built
+		}
+		for _, wr := range c.Writes {
+			k := kind
+			if wr.Redirect {
+				k = rewritten
+			}
+			if k == asRead || wr.Resolved && wr.Path != p && !(wr.Tree && (wr.Path == "/" || strings.HasPrefix(p, wr.Path+"/"))) {
+				continue
+			}
+			state = max(state, k)
+		}
+	}
+	return state
+}
+
+// runsChanged reports that c runs the file p, which the step changes
+// before it runs.
+func (w *walker) runsChanged(c *Command, p string) {
+	c.Opaque = true
+	w.unknownAt(c.Pos, "runs "+p+", which this step changes first: its text is not known yet", c.Text)
+}
+
+// runsFile handles a program that runs the code in the file a (an
+// interpreter's script): when the step changes the file first, its code
+// is unknown; otherwise the program runs code the parser does not read.
+func (w *walker) runsFile(c *Command, a Arg) {
+	c.Opaque = true
+	if a.Dynamic {
+		return
+	}
+	if wr := w.locate(a, c.Cwd, true); wr.Resolved && w.changed(wr.Path) == rewritten {
+		w.runsChanged(c, a.Value)
+	}
 }
 
 // namesWrite reports whether a command recorded so far names p (or a
