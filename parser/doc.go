@@ -9,7 +9,9 @@
 // peeled off by a table that knows each option's arity, so the facts name the
 // program that really runs. Redirection targets and the paths that well-known
 // programs write are resolved against the working directory, followed through
-// cd, pushd and popd where their arguments are literal. A `for NAME in
+// cd, pushd and popd where their arguments are literal, and then through
+// symbolic links as the kernel resolves them: those the source makes, and
+// with [Options.Readlink] those that exist. A `for NAME in
 // WORDS` loop whose words are all known (literal or quoted text, brace
 // expansions, variables the parser knows; not globs, which depend on the
 // file system) is walked once per item with NAME bound to it, so the facts

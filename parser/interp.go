@@ -139,8 +139,8 @@ func (w *walker) readRel(c *Command, p string) (string, bool) {
 	if w.opts.ReadFile == nil {
 		return "", false
 	}
-	wr := resolveIn(Arg{Value: p}, c.Cwd)
-	if !wr.Resolved {
+	wr := w.locate(Arg{Value: p}, c.Cwd, true)
+	if !wr.Resolved || w.changed(wr.Path) != asRead {
 		return "", false
 	}
 	data, err := w.opts.ReadFile(wr.Path)
@@ -513,7 +513,7 @@ func (w *walker) perl(s *syntax.Stmt, c *Command) {
 		default:
 			if !haveCode {
 				// perl script.pl: an unknown program.
-				c.Opaque = true
+				w.runsFile(c, a)
 				return
 			}
 			files = append(files, a)
@@ -611,6 +611,12 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 		return
 	}
 	c.Opaque = true
+	for _, a := range c.Argv[1:] {
+		if a.Dynamic || !strings.HasPrefix(a.Value, "-") {
+			w.runsFile(c, a) // ruby script.rb
+			return
+		}
+	}
 }
 
 var (
@@ -757,7 +763,7 @@ func (w *walker) python(s *syntax.Stmt, c *Command) {
 				w.pythonStdin(s, c)
 				return
 			}
-			c.Opaque = true
+			w.runsFile(c, a)
 			return
 		}
 	}
@@ -839,7 +845,7 @@ func (w *walker) node(s *syntax.Stmt, c *Command) {
 			return
 		case strings.HasPrefix(v, "-"):
 		default:
-			c.Opaque = true // node script.js: an unknown program
+			w.runsFile(c, a) // node script.js: an unknown program
 			return
 		}
 	}

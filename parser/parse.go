@@ -3,6 +3,7 @@ package parser
 import (
 	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,13 @@ type Options struct {
 	// (`bash x.sh`, `./x.sh`, `source x.sh`, package.json for `npm run`) so
 	// that their text is classified too. Paths passed to it are absolute.
 	ReadFile func(path string) ([]byte, error)
+	// Readlink, when set, returns the target of the symbolic link at an
+	// absolute path, and an error when the path is not one (or does not
+	// exist). With it, every written path and working directory is
+	// resolved as the kernel does, through the links that already exist
+	// (a workspace's `data -> /srv/data`) as well as those the source
+	// makes, `..` included. Without it only the source's links count.
+	Readlink func(path string) (string, error)
 	// MaxDepth bounds nested code (bash -c, eval, scripts). Zero means 8.
 	MaxDepth int
 	// MaxCommands bounds the number of commands recorded. Zero means 10000.
@@ -564,6 +572,15 @@ func (w *walker) record(c Command) {
 	c.Depth = w.depth
 	c.Root = c.Root || w.root
 	c.Writes = dedupe(c.Writes)
+	if c.Cwd != "" {
+		// A program writes where its directory really is: `cd link`
+		// follows the link for the kernel, whatever $PWD says.
+		if real, ok := w.physical(c.Cwd, true); ok {
+			c.Cwd = real
+		} else {
+			c.Cwd = ""
+		}
+	}
 	if w.st.shadow {
 		c.Shadowed = true
 	}
@@ -1156,33 +1173,109 @@ func isDigits(s string) bool {
 
 // resolve turns an argument into a Write, resolved against the cwd.
 func (w *walker) resolve(a Arg) Write {
-	return w.followLinks(resolveIn(a, w.st.cwd))
+	return w.locate(a, w.st.cwd, true)
 }
 
-// followLinks rewrites a path through the symlinks the source created.
-func (w *walker) followLinks(wr Write) Write {
-	if !wr.Resolved || len(w.st.links) == 0 {
+// locate resolves a written path against cwd as the kernel will when it
+// opens it: through symbolic links (those that exist, with
+// [Options.Readlink], and those the source made), with `..` taken after
+// them. follow says whether a link in the last component is followed
+// (rm and unlink act on the link itself).
+func (w *walker) locate(a Arg, cwd string, follow bool) Write {
+	wr, raw := place(a, cwd)
+	if raw == "" {
 		return wr
 	}
-	for p := wr.Path; p != "/" && p != "."; p = path.Dir(p) {
-		if target, ok := w.st.links[p]; ok {
-			wr.Path = path.Join(target, strings.TrimPrefix(wr.Path, p))
-			return wr
-		}
+	if !follow && strings.HasSuffix(raw, "/") {
+		follow = true // link/ names the directory it points to
 	}
+	real, ok := w.physical(raw, follow)
+	if !ok {
+		return Write{Path: wr.Path, Tree: wr.Tree}
+	}
+	wr.Path = real
 	return wr
 }
 
+// maxLinks is how many symbolic links one path may go through, as
+// Linux's limit (ELOOP beyond it).
+const maxLinks = 40
+
+// physical resolves the absolute path raw component by component, as
+// the kernel does: a symbolic link is replaced by its target before the
+// next component, so `link/..` is the parent of the link's target, not
+// the link's directory. ok is false for a loop of links.
+func (w *walker) physical(raw string, follow bool) (string, bool) {
+	rest := strings.Split(raw, "/")
+	done := "/"
+	hops := 0
+	for len(rest) > 0 {
+		comp := rest[0]
+		rest = rest[1:]
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			done = path.Dir(done)
+			continue
+		}
+		next := path.Join(done, comp)
+		last := true
+		for _, r := range rest {
+			if r != "" && r != "." {
+				last = false
+				break
+			}
+		}
+		if last && !follow {
+			done = next
+			continue
+		}
+		target, ok := w.st.links[next]
+		if !ok && w.opts.Readlink != nil {
+			if t, err := w.opts.Readlink(next); err == nil {
+				target, ok = t, true
+			}
+		}
+		if !ok {
+			done = next
+			continue
+		}
+		if hops++; hops > maxLinks {
+			return "", false
+		}
+		if strings.HasPrefix(target, "/") {
+			done = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return done, true
+}
+
+// resolveIn resolves a path against cwd by its text alone, `..` taken
+// lexically; for a written path use [walker.locate].
 func resolveIn(a Arg, cwd string) Write {
+	wr, _ := place(a, cwd)
+	return wr
+}
+
+// place returns the Write for a path and, when it is resolved, the
+// absolute path it names before cleaning ("" otherwise). A glob is
+// known only up to the directory before its first pattern character,
+// and everything under it may be written; a `..` after a pattern
+// component leaves that directory for wherever the match leads (a
+// symbolic link leads anywhere), so such a path is unresolved.
+func place(a Arg, cwd string) (Write, string) {
 	if a.Dynamic {
-		return Write{Path: a.Value}
+		return Write{Path: a.Value}, ""
 	}
 	p := a.Value
 	wr := Write{Path: p}
 	if a.Glob {
-		// Only the literal directory part before the first pattern
-		// character is known; everything under it may be written.
 		i := strings.IndexAny(p, "*?[")
+		if after := p[i:]; slices.Contains(strings.Split(after, "/")[1:], "..") {
+			return wr, ""
+		}
 		p = p[:i]
 		if j := strings.LastIndexByte(p, '/'); j >= 0 {
 			p = p[:j+1]
@@ -1197,10 +1290,12 @@ func resolveIn(a Arg, cwd string) Write {
 	switch {
 	case strings.HasPrefix(p, "/"):
 		wr.Path, wr.Resolved = path.Clean(p), true
+		return wr, p
 	case cwd != "":
 		wr.Path, wr.Resolved = path.Join(cwd, p), true
+		return wr, cwd + "/" + p
 	}
-	return wr
+	return wr, ""
 }
 
 func cleanAbs(p string) string {

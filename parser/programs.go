@@ -69,10 +69,14 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.npm(s, c, base)
 	case base == "pip" || base == "pip3":
 		w.pip(c)
-	case base == "tar":
+	case base == "tar" || base == "gtar" || base == "bsdtar":
 		w.tar(c)
 	case base == "unzip":
 		w.unzip(c)
+	case base == "cpio":
+		w.cpio(c)
+	case base == "pax":
+		w.pax(c)
 	case base == "curl":
 		w.curl(c)
 	case base == "wget":
@@ -99,6 +103,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		if dir, ok := optValue(c.Argv[1:], "-C", "--directory"); ok {
 			c.Cwd = resolveIn(dir, c.Cwd).Path
 		}
+		if base != "go" {
+			w.makefiles(c)
+		}
 		if base == "go" {
 			w.outputs(c, "-o")
 		}
@@ -113,6 +120,35 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	// left it with no argv.
 	if len(c.Argv) > 0 && strings.Contains(name, "/") && c.Script == "" {
 		w.execPath(s, c)
+	}
+}
+
+// makefiles checks the makefiles make reads (-f FILE, else GNUmakefile,
+// makefile or Makefile in its directory): one the step changes first
+// holds code that is not known yet.
+func (w *walker) makefiles(c *Command) {
+	var files []Arg
+	args := c.Argv[1:]
+	for i, a := range args {
+		switch {
+		case a.Dynamic:
+		case (a.Value == "-f" || a.Value == "--file" || a.Value == "--makefile") && i+1 < len(args):
+			files = append(files, args[i+1])
+		case strings.HasPrefix(a.Value, "--file=") || strings.HasPrefix(a.Value, "--makefile="):
+			_, f, _ := strings.Cut(a.Value, "=")
+			files = append(files, Arg{Value: f})
+		case strings.HasPrefix(a.Value, "-f") && len(a.Value) > 2:
+			files = append(files, Arg{Value: a.Value[2:]})
+		}
+	}
+	if len(files) == 0 {
+		files = []Arg{{Value: "GNUmakefile"}, {Value: "makefile"}, {Value: "Makefile"}}
+	}
+	for _, f := range files {
+		if wr := w.locate(f, c.Cwd, true); wr.Resolved && w.changed(wr.Path) == rewritten {
+			w.runsChanged(c, f.Value)
+			return
+		}
 	}
 }
 
@@ -153,7 +189,7 @@ func (w *walker) outputs(c *Command, names ...string) {
 }
 
 func (w *walker) resolveAt(c *Command, a Arg) Write {
-	return w.followLinks(resolveIn(a, c.Cwd))
+	return w.locate(a, c.Cwd, true)
 }
 
 // writeSpec says which operands of a program are paths it writes.
@@ -169,11 +205,16 @@ type writeSpec struct {
 	eq []string
 	// readOnly options make the program write nothing (gzip -c, tar -t).
 	readOnly []string
+	// unlinks: the operands are names removed from their directory, so
+	// a symbolic link among them is not followed (rm, mv's sources).
+	unlinks bool
 }
 
 func writeSpecFor(base string) (writeSpec, bool) {
 	switch base {
-	case "rm", "unlink", "shred", "rmdir", "mkfifo", "dos2unix", "unix2dos":
+	case "rm", "unlink", "rmdir":
+		return writeSpec{ops: "all", unlinks: true}, true
+	case "shred", "mkfifo", "dos2unix", "unix2dos":
 		return writeSpec{ops: "all", spec: optSpec{value: "nsm", longValue: []string{"--mode", "--iterations", "--size"}}}, true
 	case "touch":
 		return writeSpec{ops: "all", spec: optSpec{value: "drt", longValue: []string{"--date", "--reference"}}}, true
@@ -190,7 +231,7 @@ func writeSpecFor(base string) (writeSpec, bool) {
 	case "cp", "install", "ln", "rsync", "scp":
 		return writeSpec{ops: "last", spec: optSpec{value: "tSmogTe", longValue: []string{"--target-directory", "--suffix", "--mode", "--owner", "--group", "--backup", "--exclude", "--include", "--filter", "--rsh", "--files-from", "--exclude-from", "--include-from", "--chmod", "--log-file", "--partial-dir", "--temp-dir", "--link-dest", "--compare-dest", "--copy-dest", "--password-file", "--rsync-path"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "mv":
-		return writeSpec{ops: "all", spec: optSpec{value: "tS", longValue: []string{"--target-directory", "--suffix", "--backup"}}, dir: []string{"-t", "--target-directory"}}, true
+		return writeSpec{ops: "all", unlinks: true, spec: optSpec{value: "tS", longValue: []string{"--target-directory", "--suffix", "--backup"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "dd":
 		return writeSpec{ops: "none", eq: []string{"of="}}, true
 	case "sort":
@@ -241,18 +282,20 @@ func (w *walker) symlink(c *Command) {
 	if !sym || len(ops) != 2 {
 		return
 	}
-	link := resolveIn(ops[1], c.Cwd)
-	if !link.Resolved {
+	link := w.locate(ops[1], c.Cwd, false)
+	if !link.Resolved || link.Tree {
 		return
 	}
+	// The target is kept as written, relative to the link's directory:
+	// it is resolved, `..` and all, when a path goes through the link.
 	target := ops[0].Value
 	if !strings.HasPrefix(target, "/") {
-		target = path.Join(path.Dir(link.Path), target)
+		target = path.Dir(link.Path) + "/" + target
 	}
 	if w.st.links == nil {
 		w.st.links = map[string]string{}
 	}
-	w.st.links[link.Path] = path.Clean(target)
+	w.st.links[link.Path] = target
 }
 
 // knownWrites applies a writeSpec to c.
@@ -317,7 +360,13 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 			wr := w.resolveAt(c, o.val)
 			wr.Tree = true
 			c.Writes = append(c.Writes, wr)
-			ws.ops = "all-but-dest"
+			// The destination is given: every operand is a source,
+			// which only mv changes (it removes it).
+			if ws.unlinks {
+				ws.ops = "sources"
+			} else {
+				ws.ops = "none"
+			}
 		}
 	}
 	for _, a := range operands {
@@ -330,9 +379,12 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 		}
 	}
 	switch ws.ops {
-	case "all":
-		for _, a := range operands {
-			c.Writes = append(c.Writes, w.resolveAt(c, a))
+	case "all", "sources":
+		for i, a := range operands {
+			// mv's last operand is its destination, which it follows
+			// into a directory a link points to.
+			follow := !ws.unlinks || ws.ops == "all" && i == len(operands)-1 && len(operands) > 1 && path.Base(c.Name()) == "mv"
+			c.Writes = append(c.Writes, w.locate(a, c.Cwd, follow))
 		}
 	case "skipfirst":
 		if len(operands) > 1 {
@@ -488,30 +540,88 @@ func (w *walker) mktempValue(word *syntax.Word) (string, bool) {
 	return path.Join(wr.Path, "tmp.XXXXXXXXXX"), true
 }
 
+// envOptions returns the options a program reads from the environment
+// variable name before its own (TAR_OPTIONS, UNZIP), split into words.
+// known is false when the variable is set with a value known only at
+// run time, or for this command alone (`TAR_OPTIONS=-P tar x…`), whose
+// value the handler does not see.
+func (w *walker) envOptions(c *Command, name string) (opts []Arg, known bool) {
+	if contains(c.Env, name) {
+		return nil, false
+	}
+	b := w.varBinding(name)
+	v := ""
+	switch {
+	case b.how == unknownVal:
+		return nil, !b.exported && !w.inEnv(name)
+	case b.how == knownVal && (b.exported || w.inEnv(name)):
+		v = b.value
+	case b.how == fromEnv:
+		v = w.opts.Env[name]
+	}
+	for _, f := range strings.Fields(v) {
+		opts = append(opts, Arg{Value: f})
+	}
+	return opts, true
+}
+
+// longOpt reports whether v, a long option with its =value cut off, is
+// name or an abbreviation of it, as getopt_long takes any unique prefix
+// (`--abs` is --absolute-names). An ambiguous prefix makes the program
+// refuse to run; taking it for name errs on the safe side.
+func longOpt(v, name string, min int) bool {
+	v, _, _ = strings.Cut(v, "=")
+	return len(v) >= min && strings.HasPrefix(name, v)
+}
+
+// anywhere is the write of a program that may write any path.
+var anywhere = Write{Path: "/", Resolved: true, Tree: true}
+
+// tar: what it writes. Extraction writes under the target directory
+// (-C, --one-top-level=DIR), and GNU tar and bsdtar keep members there:
+// they drop a leading / and refuse `..`, unless -P (--absolute-names,
+// bsdtar's --absolute-paths, --insecure) lets a member name any path.
+// Creating or changing an archive writes the archive (-f; stdout by
+// default), and --remove-files removes what it archived.
 func (w *walker) tar(c *Command) {
 	args := c.Argv[1:]
 	if len(args) == 0 {
 		return
 	}
 	c.WritesKnown = true
-	extract, create, file, dir := false, false, "", ""
-	fileDyn := false
+	envArgs, known := w.envOptions(c, "TAR_OPTIONS")
+	if !known {
+		c.Writes = append(c.Writes, anywhere)
+		return
+	}
+	extract, create, toStdout, absolute, remove, list, dyn := false, false, false, false, false, false, false
+	file, dir, top := Arg{}, Arg{}, Arg{}
+	var aside []Arg // files tar writes besides the archive and the members
+	var operands []Arg
 	// Old-style bundled options: tar xzf file.
 	if first := args[0]; !first.Dynamic && !strings.HasPrefix(first.Value, "-") {
 		rest := args[1:]
 		for _, ch := range first.Value {
 			switch ch {
+			case 't', 'd':
+				list = true
 			case 'x':
 				extract = true
 			case 'c', 'r', 'u', 'A':
 				create = true
-			case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g':
+			case 'O':
+				toStdout = true
+			case 'P':
+				absolute = true
+			case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g', 'H':
 				if len(rest) > 0 {
-					if ch == 'f' {
-						file, fileDyn = rest[0].Value, rest[0].Dynamic
-					}
-					if ch == 'C' {
-						dir = rest[0].Value
+					switch ch {
+					case 'f':
+						file = rest[0]
+					case 'C':
+						dir = rest[0]
+					case 'g':
+						aside = append(aside, rest[0])
 					}
 					rest = rest[1:]
 				}
@@ -519,30 +629,52 @@ func (w *walker) tar(c *Command) {
 		}
 		args = rest
 	}
+	args = append(envArgs, args...)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		v := a.Value
-		next := func() string {
+		next := func() Arg {
 			if i+1 < len(args) {
 				i++
-				return args[i].Value
+				return args[i]
 			}
-			return ""
+			return Arg{}
+		}
+		value := func() Arg {
+			if _, val, ok := strings.Cut(v, "="); ok {
+				return Arg{Value: val}
+			}
+			return next()
 		}
 		switch {
 		case a.Dynamic:
-		case v == "--extract" || v == "--get":
+			dyn = true
+		case v == "--":
+			operands = append(operands, args[i+1:]...)
+			i = len(args)
+		case longOpt(v, "--list", 4) || longOpt(v, "--diff", 5) || longOpt(v, "--compare", 5) || v == "--test-label":
+			list = true
+		case longOpt(v, "--extract", 4) || v == "--get":
 			extract = true
-		case v == "--create" || v == "--append" || v == "--update" || v == "--concatenate":
+		case longOpt(v, "--create", 4) || longOpt(v, "--append", 5) || longOpt(v, "--update", 5) ||
+			longOpt(v, "--concatenate", 5) || longOpt(v, "--catenate", 5) || longOpt(v, "--delete", 5):
 			create = true
-		case strings.HasPrefix(v, "--file="):
-			file = v[len("--file="):]
-		case v == "--file":
-			file = next()
-		case strings.HasPrefix(v, "--directory="):
-			dir = v[len("--directory="):]
-		case v == "--directory":
-			dir = next()
+		case longOpt(v, "--absolute-names", 4) || longOpt(v, "--absolute-paths", 4) || v == "--insecure":
+			absolute = true
+		case longOpt(v, "--to-stdout", 6):
+			toStdout = true
+		case longOpt(v, "--remove-files", 5):
+			remove = true
+		case longOpt(v, "--one-top-level", 5):
+			if _, val, ok := strings.Cut(v, "="); ok {
+				top = Arg{Value: val}
+			}
+		case longOpt(v, "--file", 6):
+			file = value()
+		case longOpt(v, "--directory", 5):
+			dir = value()
+		case longOpt(v, "--listed-incremental", 7) || longOpt(v, "--index-file", 4) || longOpt(v, "--volno-file", 4):
+			aside = append(aside, value())
 		case strings.HasPrefix(v, "--to-command") || strings.HasPrefix(v, "--checkpoint-action") ||
 			strings.HasPrefix(v, "--use-compress-program") || strings.HasPrefix(v, "--info-script") ||
 			strings.HasPrefix(v, "--new-volume-script") || v == "-I" || v == "-F" || strings.HasPrefix(v, "--rsh-command"):
@@ -551,47 +683,102 @@ func (w *walker) tar(c *Command) {
 		case strings.HasPrefix(v, "-") && len(v) > 1:
 			for j := 1; j < len(v); j++ {
 				switch v[j] {
+				case 't', 'd':
+					list = true
 				case 'x':
 					extract = true
 				case 'c', 'r', 'u', 'A':
 					create = true
-				case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g':
-					val := v[j+1:]
-					if val == "" {
+				case 'O':
+					toStdout = true
+				case 'P':
+					absolute = true
+				case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g', 'H':
+					val := Arg{Value: v[j+1:]}
+					if val.Value == "" {
 						val = next()
 					}
-					if v[j] == 'f' {
+					switch v[j] {
+					case 'f':
 						file = val
-					}
-					if v[j] == 'C' {
+					case 'C':
 						dir = val
+					case 'g':
+						aside = append(aside, val)
 					}
 					j = len(v)
 				}
 			}
+		default:
+			operands = append(operands, a)
 		}
 	}
+	if dir.Value == "" {
+		dir = Arg{Value: "."}
+	}
+	in := resolveIn(dir, c.Cwd)
+	at := func(a Arg) Write { return w.locate(a, in.Path, true) }
+	if !in.Resolved {
+		at = func(a Arg) Write { return Write{Path: a.Value} }
+	}
+	for _, a := range aside {
+		c.Writes = append(c.Writes, w.resolveAt(c, a))
+	}
+	if dyn && !list {
+		// A word known only at run time may be any option (-x, -P).
+		c.Writes = append(c.Writes, Write{Path: c.Text})
+	}
 	switch {
+	case extract && toStdout:
+	case extract && absolute:
+		c.Writes = append(c.Writes, anywhere)
 	case extract:
-		target := c.Cwd
-		if dir != "" {
-			target = resolveIn(Arg{Value: dir}, c.Cwd).Path
+		target := dir
+		if top.Value != "" {
+			target = top
 		}
-		c.Writes = append(c.Writes, Write{Path: target, Resolved: target != "", Tree: true})
-		if target == "" {
-			c.Writes[len(c.Writes)-1].Path = "."
+		wr := w.resolveAt(c, target)
+		if top.Value != "" && in.Resolved {
+			wr = at(top) // relative to -C
 		}
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
 	case create:
-		if file != "" && file != "-" {
-			c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: file, Dynamic: fileDyn}))
+		if file.Value != "" && file.Value != "-" {
+			c.Writes = append(c.Writes, w.resolveAt(c, file))
+		}
+		if remove {
+			for _, a := range operands {
+				wr := at(a)
+				wr.Tree = true
+				c.Writes = append(c.Writes, wr)
+			}
 		}
 	}
 }
 
+// unzip extracts under the current directory or -d DIR: Info-ZIP drops a
+// leading / and `../` from member names unless -: keeps them, and a
+// member may then land anywhere. It reads more options from $UNZIP and
+// $UNZIPOPT.
 func (w *walker) unzip(c *Command) {
 	c.WritesKnown = true
-	opts := optSpec{value: "dxP"}.all(c.Argv[1:])
+	var args []Arg
+	for _, name := range []string{"UNZIP", "UNZIPOPT"} {
+		env, known := w.envOptions(c, name)
+		if !known {
+			c.Writes = append(c.Writes, anywhere)
+			return
+		}
+		args = append(args, env...)
+	}
+	args = append(args, c.Argv[1:]...)
+	opts := optSpec{value: "dxP"}.all(args)
 	if _, ok := has(opts, "-l", "-v", "-t", "-p", "-Z", "-z"); ok {
+		return
+	}
+	if _, ok := has(opts, "-:"); ok {
+		c.Writes = append(c.Writes, anywhere)
 		return
 	}
 	target := Arg{Value: "."}
@@ -601,6 +788,92 @@ func (w *walker) unzip(c *Command) {
 	wr := w.resolveAt(c, target)
 	wr.Tree = true
 	c.Writes = append(c.Writes, wr)
+}
+
+// cpio: -o writes the archive (-O/-F FILE, else standard output); -i
+// extracts under the current directory (-D DIR) and keeps absolute member
+// names unless --no-absolute-filenames; -p copies the files named on
+// standard input into DIR, names that may hold `..`. -t only lists.
+func (w *walker) cpio(c *Command) {
+	c.WritesKnown = true
+	for _, a := range c.Argv[1:] {
+		if a.Dynamic {
+			// A word known only at run time may be any option.
+			c.Writes = append(c.Writes, Write{Path: c.Text})
+			return
+		}
+	}
+	opts := optSpec{value: "CDEFHIMOR", longValue: []string{"--directory", "--file", "--format",
+		"--io-size", "--message", "--owner", "--pattern-file", "--rsh-command", "--block-size"}}.all(c.Argv[1:])
+	mode, noAbs, toStdout := byte(0), false, false
+	for _, o := range opts {
+		switch {
+		case o.name == "-i" || longOpt(o.name, "--extract", 4):
+			mode = max(mode, 'i')
+		case o.name == "-o" || longOpt(o.name, "--create", 4):
+			mode = max(mode, 'o')
+		case o.name == "-p" || longOpt(o.name, "--pass-through", 4):
+			mode = max(mode, 'p')
+		case o.name == "-t" || longOpt(o.name, "--list", 4):
+			toStdout = true
+		case longOpt(o.name, "--no-absolute-filenames", 6):
+			noAbs = true
+		case longOpt(o.name, "--to-stdout", 5):
+			toStdout = true
+		case longOpt(o.name, "--rsh-command", 4):
+			w.unknownAt(c.Pos, "cpio runs a program named in its options", c.Text)
+		}
+	}
+	switch mode {
+	case 'o':
+		if f, ok := has(opts, "-O", "-F", "--file"); ok {
+			c.Writes = append(c.Writes, w.resolveAt(c, f))
+		}
+	case 'i':
+		if toStdout {
+			return
+		}
+		if !noAbs {
+			c.Writes = append(c.Writes, anywhere)
+			return
+		}
+		dir := Arg{Value: "."}
+		if d, ok := has(opts, "-D", "--directory"); ok {
+			dir = d
+		}
+		wr := w.resolveAt(c, dir)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+	case 'p':
+		c.Writes = append(c.Writes, anywhere)
+	}
+}
+
+// pax: with -w alone it writes the archive (-f FILE, else standard
+// output); -r extracts member names as they are, absolute or with `..`,
+// so anywhere; -r -w copies the files named (or read from standard
+// input) into the last operand. Neither only lists.
+func (w *walker) pax(c *Command) {
+	c.WritesKnown = true
+	opts, ops, ok := optSpec{value: "bfopsxGTU"}.scan(c.Argv[1:])
+	if !ok {
+		c.Writes = append(c.Writes, Write{Path: c.Text})
+		return
+	}
+	_, read := has(opts, "-r")
+	_, write := has(opts, "-w")
+	switch {
+	case read && write && len(ops) > 1:
+		wr := w.resolveAt(c, ops[len(ops)-1])
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+	case read:
+		c.Writes = append(c.Writes, anywhere)
+	case write:
+		if f, ok := has(opts, "-f"); ok {
+			c.Writes = append(c.Writes, w.resolveAt(c, f))
+		}
+	}
 }
 
 // curlSpec lists curl's options that take a value.
@@ -711,11 +984,19 @@ func (w *walker) ssh(s *syntax.Stmt, c *Command) {
 // execPath handles a path-qualified program: if it is a shell script we
 // can read, its text is classified.
 func (w *walker) execPath(s *syntax.Stmt, c *Command) {
-	if w.opts.ReadFile == nil {
+	p := w.locate(c.Argv[0], c.Cwd, true)
+	if !p.Resolved {
 		return
 	}
-	p := resolveIn(c.Argv[0], c.Cwd)
-	if !p.Resolved {
+	switch w.changed(p.Path) {
+	case rewritten:
+		w.runsChanged(c, c.Argv[0].Value)
+		return
+	case built:
+		c.Opaque = true
+		return
+	}
+	if w.opts.ReadFile == nil {
 		return
 	}
 	data, err := w.opts.ReadFile(p.Path)
@@ -784,13 +1065,21 @@ func shebang(data []byte) (interp string, posix, ok bool) {
 }
 
 // script reads the script at p (relative to the cwd) and walks it. It
-// reports whether the file could be read.
+// reports whether the file could be read, or what the step does first
+// makes its text unknown.
 func (w *walker) script(s *syntax.Stmt, c *Command, p, via string, posix bool) bool {
-	if w.opts.ReadFile == nil {
+	wr := w.locate(Arg{Value: p}, c.Cwd, true)
+	if !wr.Resolved {
 		return false
 	}
-	wr := resolveIn(Arg{Value: p}, c.Cwd)
-	if !wr.Resolved {
+	switch w.changed(wr.Path) {
+	case rewritten:
+		w.runsChanged(c, p)
+		return true
+	case built:
+		return false
+	}
+	if w.opts.ReadFile == nil {
 		return false
 	}
 	data, err := w.opts.ReadFile(wr.Path)
@@ -807,6 +1096,64 @@ func (w *walker) script(s *syntax.Stmt, c *Command, p, via string, posix bool) b
 	c.Script = wr.Path
 	w.scriptWalk(s, c.Pos, wr.Path, string(data), via, posix)
 	return true
+}
+
+// How the text of a file stands when a command runs it (see
+// [walker.changed]).
+const (
+	asRead    = iota // the step does not change it: the text read is the text run
+	built            // a compiler or venv made it: a program, not text to read
+	rewritten        // the step writes it first: its text is not known
+)
+
+// changed says whether a command recorded so far may have changed the
+// text of the file at p (absolute, resolved): what the step itself
+// writes cannot be trusted as read, whether it names p, a tree above
+// it, or a path known only at run time. Changing a file's mode, owner
+// or times (chmod +x, touch) leaves its text, and removing it leaves
+// none to run.
+func (w *walker) changed(p string) int {
+	state := asRead
+	for _, c := range w.facts.Commands {
+		kind := rewritten
+		switch baseName(c.Name()) {
+		case "chmod", "chown", "chgrp", "chattr", "setfacl", "touch", "rm", "unlink", "rmdir", "shred":
+			kind = asRead
+		case "go", "gcc", "g++", "cc", "c++", "clang", "clang++", "ld", "rustc", "venv", "virtualenv":
+			kind = built
+		}
+		for _, wr := range c.Writes {
+			k := kind
+			if wr.Redirect {
+				k = rewritten
+			}
+			if k == asRead || wr.Resolved && wr.Path != p && !(wr.Tree && (wr.Path == "/" || strings.HasPrefix(p, wr.Path+"/"))) {
+				continue
+			}
+			state = max(state, k)
+		}
+	}
+	return state
+}
+
+// runsChanged reports that c runs the file p, which the step changes
+// before it runs.
+func (w *walker) runsChanged(c *Command, p string) {
+	c.Opaque = true
+	w.unknownAt(c.Pos, "runs "+p+", which this step changes first: its text is not known yet", c.Text)
+}
+
+// runsFile handles a program that runs the code in the file a (an
+// interpreter's script): when the step changes the file first, its code
+// is unknown; otherwise the program runs code the parser does not read.
+func (w *walker) runsFile(c *Command, a Arg) {
+	c.Opaque = true
+	if a.Dynamic {
+		return
+	}
+	if wr := w.locate(a, c.Cwd, true); wr.Resolved && w.changed(wr.Path) == rewritten {
+		w.runsChanged(c, a.Value)
+	}
 }
 
 // namesWrite reports whether a command recorded so far names p (or a

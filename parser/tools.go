@@ -422,6 +422,10 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	}
 	script := ""
 	sub := ops[0].Value
+	if c.Cwd != "" && (sub == "pkg" && len(ops) > 1 && (ops[1].Dynamic || ops[1].Value != "get") || sub == "set-script" || sub == "init" || sub == "create") {
+		// These rewrite package.json, scripts and all.
+		c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: "package.json"}))
+	}
 	switch {
 	case sub == "run" || sub == "run-script" || sub == "rum" || sub == "urn":
 		if len(ops) < 2 || ops[1].Dynamic {
@@ -438,10 +442,17 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	default:
 		return
 	}
-	if w.opts.ReadFile == nil || c.Cwd == "" {
+	if c.Cwd == "" {
 		return
 	}
 	pj := path.Join(c.Cwd, "package.json")
+	if real := w.locate(Arg{Value: pj}, "", true); real.Resolved && w.changed(real.Path) == rewritten {
+		w.runsChanged(c, pj)
+		return
+	}
+	if w.opts.ReadFile == nil {
+		return
+	}
 	data, err := w.opts.ReadFile(pj)
 	if err != nil {
 		return

@@ -74,6 +74,12 @@ type Context struct {
 	// (self.go): its state directory, the policy files in force, the
 	// installed shells that are its front end.
 	Self []string
+	// Real maps workspace roots and scratch paths (expanded) to the
+	// same directories with symbolic links resolved, where they differ:
+	// the parser gives written paths resolved, so a workspace that is
+	// itself reached through a link (/work -> /data/work) still holds
+	// them.
+	Real map[string]string
 }
 
 // Decision is what the policy says about one step.
@@ -396,22 +402,46 @@ func (p *Policy) path(c *Command, ctx Context, w Write) Reason {
 // where says whether an absolute path lies in the workspace, in a scratch
 // path, or neither ("").
 func (p *Policy) where(abs string, ctx Context) string {
+	in := func(root string) bool {
+		if within(abs, root) {
+			return true
+		}
+		real, ok := ctx.Real[root]
+		return ok && within(abs, real)
+	}
 	for _, r := range ctx.Roots {
-		if within(abs, r) {
+		if in(r) {
 			return "workspace"
 		}
 	}
 	for _, r := range p.Roots {
-		if within(abs, expandHome(r, ctx.Home)) {
+		if in(expandHome(r, ctx.Home)) {
 			return "workspace"
 		}
 	}
 	for _, s := range p.Scratch {
-		if within(abs, expandHome(s, ctx.Home)) {
+		if in(expandHome(s, ctx.Home)) {
 			return "scratch"
 		}
 	}
 	return ""
+}
+
+// Places returns the directories a written path is weighed against,
+// besides the path rules: the workspace roots of ctx and of the policy,
+// and its scratch paths, with ~ expanded. A caller that resolves
+// written paths through symbolic links resolves these too ([Context.Real]).
+func (p *Policy) Places(ctx Context) []string {
+	var out []string
+	out = append(out, ctx.Roots...)
+	for _, l := range [][]string{p.Roots, p.Scratch} {
+		for _, r := range l {
+			if e := expandHome(r, ctx.Home); e != "" {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }
 
 func within(p, root string) bool {

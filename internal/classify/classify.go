@@ -77,13 +77,18 @@ func Decide(src string, o Options) Result {
 	if look == nil && !o.NoScripts {
 		look = PathLookup()
 	}
+	var readlink func(string) (string, error)
+	if !o.NoScripts {
+		readlink = os.Readlink
+	}
 	var stands func(file, name string) bool
 	var emits func(argv []string) ([]string, bool)
 	if o.Policy != nil {
 		stands, emits = o.Policy.Stands, o.Policy.Emits
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, EnvComplete: o.EnvComplete})
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, EnvComplete: o.EnvComplete,
+		Readlink: readlink})
 	if o.BashRejects {
 		facts.Err = nil
 	}
@@ -99,6 +104,9 @@ func Decide(src string, o Options) Result {
 	if !o.NoScripts {
 		ctx.Trusted = ownDirs()
 		ctx.Self = SelfPaths(o.Policy, o.StateDir)
+		if o.Policy != nil {
+			ctx.Real = realPlaces(o.Policy.Places(ctx))
+		}
 	} else if o.StateDir != "" {
 		ctx.Self = []string{o.StateDir}
 	}
@@ -127,13 +135,20 @@ var ownDirs = sync.OnceValue(func() []string {
 // directory).
 func SelfPaths(p *policy.Policy, stateDir string) []string {
 	var out []string
+	add := func(p string) {
+		out = append(out, filepath.Clean(p))
+		// Written paths are resolved through links: so is each of these.
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != filepath.Clean(p) {
+			out = append(out, real)
+		}
+	}
 	if stateDir != "" {
-		out = append(out, filepath.Clean(stateDir))
+		add(stateDir)
 	}
 	if p != nil {
 		for _, f := range p.Files {
 			if filepath.IsAbs(f) {
-				out = append(out, f)
+				add(f)
 			}
 		}
 	}
@@ -170,6 +185,23 @@ var (
 	frontEndsAt   time.Time
 	frontEndsSeen []string
 )
+
+// realPlaces maps each directory that is reached through a symbolic
+// link to the directory itself, as the parser resolves written paths.
+func realPlaces(dirs []string) map[string]string {
+	var m map[string]string
+	for _, d := range dirs {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || real == filepath.Clean(d) {
+			continue
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[d] = real
+	}
+	return m
+}
 
 // maxScript bounds the size of a script the parser reads.
 const maxScript = 1 << 20
