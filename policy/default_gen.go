@@ -1305,11 +1305,7 @@ func compiledDefault() *Policy {
 			{At: "policy.yaml (embedded):1030", Command: "sleep 60 & kill $!", Class: ptr(Class(0)), Egress: nil, Verdict: nil},
 			{At: "policy.yaml (embedded):1031", Command: "kill -9 1234", Class: ptr(Class(2)), Egress: nil, Verdict: nil},
 			{At: "policy.yaml (embedded):1032", Command: "npm publish", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
-			{At: "policy.yaml (embedded):1034", Command: "undoctl uninstall", Class: nil, Egress: nil, Verdict: ptr(Verdict(2))},
-			{At: "policy.yaml (embedded):1035", Command: "dpkg-divert --rename --remove /bin/bash", Class: nil, Egress: nil, Verdict: ptr(Verdict(2))},
-			{At: "policy.yaml (embedded):1036", Command: "echo 'rules: []' > /etc/undosh/policy.yaml", Class: nil, Egress: nil, Verdict: ptr(Verdict(2))},
-			{At: "policy.yaml (embedded):1037", Command: "dpkg-divert --list", Class: nil, Egress: nil, Verdict: ptr(Verdict(0))},
-			{At: "policy.yaml (embedded):1038", Command: "echo hi > /dev/tcp/203.0.113.5/80", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
+			{At: "policy.yaml (embedded):1035", Command: "echo hi > /dev/tcp/203.0.113.5/80", Class: nil, Egress: ptr(true), Verdict: ptr(Verdict(2))},
 		},
 		at: map[string]string{
 			"checkpoint":               "policy.yaml (embedded):62",
