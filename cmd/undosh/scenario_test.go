@@ -1094,8 +1094,9 @@ func TestNesting(t *testing.T) {
 		bare := filepath.Join(w.root, "origin.git")
 		w.gitIn(w.root, "init", "-q", "--bare", bare)
 		w.git("remote", "add", "origin", bare)
-		script := filepath.Join(w.root, "inner.sh")
-		r := w.run(`echo a > f; printf 'git push origin main; touch ran\n' > ` + script + `; UNDOSH_STEP=99 ` + u + ` ` + script + `; echo inner=$?`)
+		script := writeInner(t, w.root, "git push origin main; touch ran\n")
+		u := opaqueUndosh(t, w.root)
+		r := w.run(`echo a > f; UNDOSH_STEP=99 ` + u + ` ` + script + `; echo inner=$?`)
 		if r.code != 0 || r.stdout != "inner=126\n" {
 			t.Errorf("want the inner push refused with 126\n%s", r)
 		}
@@ -1125,8 +1126,9 @@ func TestNesting(t *testing.T) {
 		w := seedWS(t)
 		before := w.gitState()
 		tree := snapshot(t, w.dir, false)
-		script := filepath.Join(w.root, "inner.sh")
-		r := w.run(`echo a > f; printf 'git push origin main\n' > ` + script + `; ` + u + ` ` + script + `; false`)
+		script := writeInner(t, w.root, "git push origin main\n")
+		u := opaqueUndosh(t, w.root)
+		r := w.run(`echo a > f; ` + u + ` ` + script + `; false`)
 		if len(r.undoshLines()) != 3 {
 			t.Fatalf("want the refusal, its hint and the rollback\n%s", r)
 		}
@@ -1141,10 +1143,11 @@ func TestNesting(t *testing.T) {
 	t.Run("escalation", func(t *testing.T) {
 		t.Parallel()
 		w := seedWS(t)
-		script := filepath.Join(w.root, "inner.sh")
+		script := writeInner(t, w.root, "apt-get install -y foo; touch ran\n")
+		u := opaqueUndosh(t, w.root)
 		// Without a view to hold it, a nested command may not go beyond
 		// the step it runs in.
-		r := w.run(`echo a > f; printf 'apt-get install -y foo; touch ran\n' > `+script+`; `+u+` `+script+`; echo inner=$?`, "UNDOSH_ENFORCE=0")
+		r := w.run(`echo a > f; `+u+` `+script+`; echo inner=$?`, "UNDOSH_ENFORCE=0")
 		if r.code != 0 || r.stdout != "inner=126\n" {
 			t.Errorf("want the inner install refused with 126\n%s", r)
 		}
@@ -1162,10 +1165,11 @@ func TestNesting(t *testing.T) {
 		needForkEngine(t)
 		w := seedWS(t)
 		p := harmless(t)
-		script := filepath.Join(w.root, "inner.sh")
+		script := writeInner(t, w.root, "echo x > "+p+"; touch ran\n")
+		u := opaqueUndosh(t, w.root)
 		// In the outer step's view, the inner one runs: what it writes
 		// beyond the workspace is the outer step's, kept as it escalates.
-		r := w.run(`printf 'echo x > ` + p + `; touch ran\n' > ` + script + `; ` + u + ` ` + script + `; echo inner=$?`)
+		r := w.run(`touch started; ` + u + ` ` + script + `; echo inner=$?`)
 		if r.code != 0 || r.stdout != "inner=0\n" || !w.exists("ran") {
 			t.Errorf("want the inner step run in the outer step's view\n%s", r)
 		}
@@ -1176,6 +1180,36 @@ func TestNesting(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 		}
 	})
+}
+
+// writeInner writes the script a nested undosh runs, before the step:
+// a script the step itself writes and then runs is unknown code (fork),
+// which is not what these cases are about.
+func writeInner(t *testing.T, dir, text string) string {
+	t.Helper()
+	script := filepath.Join(dir, "inner.sh")
+	if err := os.WriteFile(script, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+// opaqueUndosh is undosh under a path the policy does not trust (a hard
+// link, or a copy, in dir): the outer step cannot read the script it runs,
+// so the nested undosh is the one that decides it.
+func opaqueUndosh(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "undosh-untrusted")
+	if err := os.Link(undoshBin, p); err != nil {
+		data, err := os.ReadFile(undoshBin)
+		if err == nil {
+			err = os.WriteFile(p, data, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return strconv.Quote(p)
 }
 
 // TestJournal runs steps of every kind in one workspace and checks their
