@@ -36,6 +36,16 @@ func isShell(base string) bool {
 func (w *walker) program(s *syntax.Stmt, c *Command) {
 	name := c.Name()
 	base := baseName(name)
+	if rest, ok := strings.CutPrefix(base, "git-"); ok && gitCommand(rest) {
+		// git's commands are one program under many names: git-push
+		// (in git's exec-path, or in PATH) is git push.
+		git := "git"
+		if strings.Contains(name, "/") {
+			git = path.Dir(name) + "/git"
+		}
+		c.Argv = append([]Arg{{Value: git}, {Value: rest}}, c.Argv[1:]...)
+		name, base = git, "git"
+	}
 	c.Sub = subcommandIndex(base, c.Argv)
 	if w.runner(s, c, base) {
 		return
@@ -64,7 +74,7 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.find(s, c)
 		return
 	case base == "git":
-		w.git(c)
+		w.git(s, c)
 	case base == "npm" || base == "pnpm" || base == "yarn":
 		w.npm(s, c, base)
 	case base == "pip" || base == "pip3":
