@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -87,6 +88,8 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.curl(c)
 	case base == "wget":
 		w.wget(c)
+	case base == "http" || base == "https" || base == "xh" || base == "xhs" || base == "curlie" || base == "httpie":
+		w.httpieArgs(c)
 	case base == "mktemp":
 		w.mktemp(c)
 	case base == "ssh":
@@ -623,6 +626,7 @@ var curlSpec = optSpec{value: "bcCdDeEFHKmoPQrtTuUwxXyYz", longValue: []string{"
 
 func (w *walker) curl(c *Command) {
 	c.WritesKnown = true
+	w.curlArgs(c)
 	opts := curlSpec.all(c.Argv[1:])
 	outDir := Arg{Value: "."}
 	if d, ok := has(opts, "--output-dir"); ok {
@@ -644,14 +648,17 @@ func (w *walker) curl(c *Command) {
 			wr := w.resolveAt(c, outDir)
 			wr.Tree = true
 			c.Writes = append(c.Writes, wr)
-		case "-K", "--config":
-			w.unknownAt(c.Pos, "curl reads options from a file", c.Text)
 		}
+	}
+	if slices.Contains(c.Argv, configUnknown) {
+		// Its options may write files as well as send.
+		w.unknownAt(c.Pos, "curl reads options from a file the parser cannot read", c.Text)
 	}
 }
 
 func (w *walker) wget(c *Command) {
 	c.WritesKnown = true
+	w.wgetArgs(c)
 	args := c.Argv[1:]
 	opts := optSpec{value: "oaOPeUTtwQlARDIXiB", longValue: []string{"--output-document", "--directory-prefix",
 		"--output-file", "--append-output", "--execute", "--user-agent", "--save-cookies", "--load-cookies"}}.all(args)
