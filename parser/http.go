@@ -403,3 +403,36 @@ func httpieTakesValue(v string) bool {
 	}
 	return false
 }
+
+// daemonVars are the variables that tell a container client which daemon
+// to drive, with the option each stands for.
+var daemonVars = []struct{ name, opt string }{
+	{"DOCKER_HOST", "--host"}, {"DOCKER_CONTEXT", "--context"},
+	{"CONTAINER_HOST", "--url"}, {"CONTAINER_CONNECTION", "--connection"},
+}
+
+// daemonEnv respells the variables that name a container client's daemon
+// as the options they stand for (DOCKER_HOST=ssh://h docker ps is docker
+// --host=ssh://h ps): a daemon on another machine does everything there.
+func (w *walker) daemonEnv(c *Command) {
+	var opts []Arg
+	for _, dv := range daemonVars {
+		if contains(c.Env, dv.name) {
+			// Set for this command to a value the parser does not keep.
+			opts = append(opts, Arg{Value: dv.opt}, Arg{Value: "$" + dv.name, Dynamic: true})
+			continue
+		}
+		b, _ := w.st.vars.get(dv.name)
+		if b.private {
+			continue // the shell's own, not exported
+		}
+		if v, ok := w.lookup(dv.name); ok && v != "" {
+			opts = append(opts, Arg{Value: dv.opt}, Arg{Value: v})
+		} else if w.varSet(dv.name) {
+			opts = append(opts, Arg{Value: dv.opt}, Arg{Value: "$" + dv.name, Dynamic: true})
+		}
+	}
+	if len(opts) > 0 {
+		c.Argv = append(append(c.Argv[:1:1], opts...), c.Argv[1:]...)
+	}
+}

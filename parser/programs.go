@@ -47,6 +47,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		c.Argv = append([]Arg{{Value: git}, {Value: rest}}, c.Argv[1:]...)
 		name, base = git, "git"
 	}
+	if base == "docker" || base == "podman" || base == "nerdctl" || base == "docker-compose" || base == "podman-compose" {
+		w.daemonEnv(c)
+	}
 	c.Sub = subcommandIndex(base, c.Argv)
 	if w.runner(s, c, base) {
 		return

@@ -13,7 +13,7 @@ import (
 func globalValueOptions(base string) []string {
 	switch base {
 	case "docker", "podman", "nerdctl":
-		return []string{"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert", "--tlskey", "--namespace", "-n"}
+		return []string{"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert", "--tlskey", "--namespace", "-n", "--url", "--connection", "--identity"}
 	case "kubectl", "oc", "helm":
 		return []string{"-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-s", "--server", "--user", "--token", "--kube-context", "-o", "--output"}
 	case "systemctl", "journalctl", "loginctl", "timedatectl", "hostnamectl":
