@@ -411,28 +411,89 @@ var daemonVars = []struct{ name, opt string }{
 	{"CONTAINER_HOST", "--url"}, {"CONTAINER_CONNECTION", "--connection"},
 }
 
-// daemonEnv respells the variables that name a container client's daemon
-// as the options they stand for (DOCKER_HOST=ssh://h docker ps is docker
-// --host=ssh://h ps): a daemon on another machine does everything there.
-func (w *walker) daemonEnv(c *Command) {
-	var opts []Arg
+// daemonHost sets Network for a container client that drives a daemon
+// on another machine: -H ssh://host, DOCKER_HOST, a named context or
+// connection (which may be anywhere). Everything such a command does
+// happens there.
+func (w *walker) daemonHost(c *Command) {
+	var addrs []Arg
 	for _, dv := range daemonVars {
 		if contains(c.Env, dv.name) {
 			// Set for this command to a value the parser does not keep.
-			opts = append(opts, Arg{Value: dv.opt}, Arg{Value: "$" + dv.name, Dynamic: true})
+			addrs = append(addrs, Arg{Value: dv.opt + "=$" + dv.name, Dynamic: true})
 			continue
 		}
-		b, _ := w.st.vars.get(dv.name)
-		if b.private {
+		if b, _ := w.st.vars.get(dv.name); b.private {
 			continue // the shell's own, not exported
 		}
 		if v, ok := w.lookup(dv.name); ok && v != "" {
-			opts = append(opts, Arg{Value: dv.opt}, Arg{Value: v})
+			addrs = append(addrs, Arg{Value: dv.opt + "=" + v})
 		} else if w.varSet(dv.name) {
-			opts = append(opts, Arg{Value: dv.opt}, Arg{Value: "$" + dv.name, Dynamic: true})
+			addrs = append(addrs, Arg{Value: dv.opt + "=$" + dv.name, Dynamic: true})
 		}
 	}
-	if len(opts) > 0 {
-		c.Argv = append(append(c.Argv[:1:1], opts...), c.Argv[1:]...)
+	// The global options, before the subcommand.
+	args := c.Argv[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		v := a.Value
+		if a.Dynamic || !strings.HasPrefix(v, "-") {
+			break
+		}
+		name, val, has := strings.Cut(v, "=")
+		switch name {
+		case "-H", "--host", "--url", "-c", "--context", "--connection", "--remote", "-r":
+		default:
+			if len(v) > 2 && v[1] == 'H' {
+				name, val, has = "-H", v[2:], true
+				break
+			}
+			if contains(globalValueOptions("docker"), name) && !has {
+				i++
+			}
+			continue
+		}
+		if name == "--remote" || name == "-r" {
+			addrs = append(addrs, Arg{Value: "--remote", Dynamic: true})
+			continue
+		}
+		if !has && i+1 < len(args) {
+			i++
+			val, a = args[i].Value, args[i]
+		}
+		addrs = append(addrs, Arg{Value: name + "=" + val, Dynamic: a.Dynamic})
 	}
+	for _, a := range addrs {
+		name, val, _ := strings.Cut(a.Value, "=")
+		switch {
+		case a.Dynamic:
+			c.Network = true
+		case name == "--context" || name == "-c" || name == "--connection":
+			c.Network = c.Network || val != "default" && val != ""
+		default:
+			c.Network = c.Network || !localDaemon(val)
+		}
+	}
+}
+
+// localDaemon reports whether a daemon address is on this machine: a
+// socket, or TCP to the loopback.
+func localDaemon(addr string) bool {
+	for _, p := range []string{"unix://", "npipe://", "fd://"} {
+		if strings.HasPrefix(addr, p) {
+			return true
+		}
+	}
+	if strings.HasPrefix(addr, "/") {
+		return true
+	}
+	h := strings.TrimPrefix(strings.TrimPrefix(addr, "tcp://"), "http://")
+	if i := strings.IndexAny(h, "/"); i >= 0 {
+		h = h[:i]
+	}
+	if j := strings.LastIndexByte(h, ':'); j >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:j]
+	}
+	h = strings.Trim(h, "[]")
+	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
 }

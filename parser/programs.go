@@ -48,7 +48,7 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		name, base = git, "git"
 	}
 	if base == "docker" || base == "podman" || base == "nerdctl" || base == "docker-compose" || base == "podman-compose" {
-		w.daemonEnv(c)
+		w.daemonHost(c)
 	}
 	c.Sub = subcommandIndex(base, c.Argv)
 	if w.runner(s, c, base) {
