@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -49,26 +50,20 @@ func splitClusters(args []Arg, sp optSpec) []Arg {
 }
 
 // curlLong completes an abbreviated long option of curl that sends a
-// body or sets the method (curl takes any unambiguous prefix).
+// body or sets the method: curl takes any unambiguous prefix of a long
+// option, and one that is ambiguous fails, so taking it for the sending
+// option only errs towards a send.
 func curlLong(v string) string {
 	name, val, has := strings.Cut(v, "=")
-	for _, full := range []string{"--data-binary", "--data-urlencode", "--data-raw", "--data-ascii", "--upload-file", "--request", "--form-string"} {
-		if len(name) >= len(full)-4 && len(name) < len(full) && strings.HasPrefix(full, name) {
-			name = full
-			break
+	sends := []string{"--data", "--data-ascii", "--data-binary", "--data-raw", "--data-urlencode", "--form",
+		"--form-string", "--json", "--request", "--upload-file"}
+	if len(name) >= 4 && !slices.Contains(sends, name) {
+		for _, full := range sends {
+			if strings.HasPrefix(full, name) {
+				name = full
+				break
+			}
 		}
-	}
-	switch {
-	case name == "--dat" || name == "--da":
-		name = "--data"
-	case name == "--for" || name == "--fo":
-		name = "--form"
-	case name == "--js" || name == "--jso":
-		name = "--json"
-	case name == "--up" || name == "--upl" || name == "--uplo" || name == "--uploa" || name == "--upload":
-		name = "--upload-file"
-	case name == "--req" || name == "--requ" || name == "--reque" || name == "--reques":
-		name = "--request"
 	}
 	if has {
 		return name + "=" + val

@@ -335,6 +335,7 @@ func (w *walker) git(s *syntax.Stmt, c *Command) {
 			next = append(next, args[i+1:]...)
 			c.Argv, args = next, next
 			c.Sub = 0
+			cfg = nil // the alias may bring -c options of its own
 			continue
 		}
 		i++
