@@ -126,6 +126,13 @@ type Command struct {
 	// Network is set when code the command runs (python -c, node -e, perl
 	// -e) uses the network.
 	Network bool
+	// PushRefs, for a git push (or send-pack), are the refspecs the
+	// configuration makes it push besides those it names: the remote's
+	// remote.<name>.push, ":" for every matching branch (push.default
+	// matching, send-pack with none named), and "" for one known only at
+	// run time (push.default upstream, a configuration the step itself
+	// changed first).
+	PushRefs []string
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string

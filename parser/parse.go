@@ -148,6 +148,12 @@ type shared struct {
 	// set when they spent the budget (see [walker.eachItem]).
 	unrolling int
 	overflow  bool
+	// gitSets are the git configuration settings the step made with
+	// `git config` so far (they land in files, which outlive a
+	// subshell); gitStale is set once it changed one in a way the
+	// parser does not follow (git config -e, an include).
+	gitSets  []gitEntry
+	gitStale bool
 }
 
 type funcDef struct {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,6 +37,19 @@ func isShell(base string) bool {
 func (w *walker) program(s *syntax.Stmt, c *Command) {
 	name := c.Name()
 	base := baseName(name)
+	if rest, ok := strings.CutPrefix(base, "git-"); ok && gitCommand(rest) {
+		// git's commands are one program under many names: git-push
+		// (in git's exec-path, or in PATH) is git push.
+		git := "git"
+		if strings.Contains(name, "/") {
+			git = path.Dir(name) + "/git"
+		}
+		c.Argv = append([]Arg{{Value: git}, {Value: rest}}, c.Argv[1:]...)
+		name, base = git, "git"
+	}
+	if base == "docker" || base == "podman" || base == "nerdctl" || base == "docker-compose" || base == "podman-compose" {
+		w.daemonHost(c)
+	}
 	c.Sub = subcommandIndex(base, c.Argv)
 	if w.runner(s, c, base) {
 		return
@@ -64,7 +78,7 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.find(s, c)
 		return
 	case base == "git":
-		w.git(c)
+		w.git(s, c)
 	case base == "npm" || base == "pnpm" || base == "yarn":
 		w.npm(s, c, base)
 	case base == "pip" || base == "pip3":
@@ -81,6 +95,8 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.curl(c)
 	case base == "wget":
 		w.wget(c)
+	case base == "http" || base == "https" || base == "xh" || base == "xhs" || base == "curlie" || base == "httpie":
+		w.httpieArgs(c)
 	case base == "mktemp":
 		w.mktemp(c)
 	case base == "ssh":
@@ -886,6 +902,7 @@ var curlSpec = optSpec{value: "bcCdDeEFHKmoPQrtTuUwxXyYz", longValue: []string{"
 
 func (w *walker) curl(c *Command) {
 	c.WritesKnown = true
+	w.curlArgs(c)
 	opts := curlSpec.all(c.Argv[1:])
 	outDir := Arg{Value: "."}
 	if d, ok := has(opts, "--output-dir"); ok {
@@ -907,14 +924,17 @@ func (w *walker) curl(c *Command) {
 			wr := w.resolveAt(c, outDir)
 			wr.Tree = true
 			c.Writes = append(c.Writes, wr)
-		case "-K", "--config":
-			w.unknownAt(c.Pos, "curl reads options from a file", c.Text)
 		}
+	}
+	if slices.Contains(c.Argv, configUnknown) {
+		// Its options may write files as well as send.
+		w.unknownAt(c.Pos, "curl reads options from a file the parser cannot read", c.Text)
 	}
 }
 
 func (w *walker) wget(c *Command) {
 	c.WritesKnown = true
+	w.wgetArgs(c)
 	args := c.Argv[1:]
 	opts := optSpec{value: "oaOPeUTtwQlARDIXiB", longValue: []string{"--output-document", "--directory-prefix",
 		"--output-file", "--append-output", "--execute", "--user-agent", "--save-cookies", "--load-cookies"}}.all(args)

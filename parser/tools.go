@@ -13,7 +13,7 @@ import (
 func globalValueOptions(base string) []string {
 	switch base {
 	case "docker", "podman", "nerdctl":
-		return []string{"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert", "--tlskey", "--namespace", "-n"}
+		return []string{"-H", "--host", "-c", "--context", "--config", "-l", "--log-level", "--tlscacert", "--tlscert", "--tlskey", "--namespace", "-n", "--url", "--connection", "--identity"}
 	case "kubectl", "oc", "helm":
 		return []string{"-n", "--namespace", "--context", "--cluster", "--kubeconfig", "-s", "--server", "--user", "--token", "--kube-context", "-o", "--output"}
 	case "systemctl", "journalctl", "loginctl", "timedatectl", "hostnamectl":
@@ -208,9 +208,20 @@ func findTakesValue(opt string) bool {
 }
 
 // git: the global options say where it works and may inject configuration
-// that runs programs.
-func (w *walker) git(c *Command) {
+// that runs programs. An alias (from -c, the environment, the step's own
+// `git config` or the configuration files) is expanded into what it runs.
+func (w *walker) git(s *syntax.Stmt, c *Command) {
 	args := c.Argv
+	var cs []gitEntry
+	gitDir := ""
+	var cfg *gitConfig
+	config := func() *gitConfig {
+		if cfg == nil {
+			cfg = w.gitConfigOf(c, gitDir, cs)
+		}
+		return cfg
+	}
+	expanded := map[string]bool{}
 	i := 1
 	for i < len(args) {
 		a := args[i]
@@ -241,16 +252,22 @@ func (w *walker) git(c *Command) {
 			}
 		case v == "-c":
 			kv := val()
-			key, value, _ := strings.Cut(kv.Value, "=")
+			key, value, ok := strings.Cut(kv.Value, "=")
 			if kv.Dynamic || gitConfigRunsCode(key, value) {
 				w.unknownAt(c.Pos, "git -c sets a program that git runs", kv.Value)
 			}
+			if !ok {
+				value = "true"
+			}
+			cs = append(cs, gitEntry{key: gitKey(key), value: value, dynamic: kv.Dynamic})
 		case strings.HasPrefix(v, "--config-env"):
 			kv := val()
 			key, _, _ := strings.Cut(kv.Value, "=")
 			if kv.Dynamic || gitConfigRunsCode(key, "!") {
 				w.unknownAt(c.Pos, "git --config-env sets a program that git runs", kv.Value)
 			}
+			// Its value comes from the environment.
+			cs = append(cs, gitEntry{key: gitKey(key), dynamic: true})
 		case v == "-p" || v == "--paginate":
 			w.unknownAt(c.Pos, "git -p runs the configured pager", c.Text)
 		case strings.HasPrefix(v, "--exec-path="):
@@ -268,6 +285,9 @@ func (w *walker) git(c *Command) {
 				wr := resolveIn(d, c.Cwd)
 				wr.Tree = true
 				c.Writes = append(c.Writes, wr)
+				if wr.Resolved {
+					gitDir = wr.Path
+				}
 			}
 		case v == "--namespace" || v == "--super-prefix" || v == "--list-cmds":
 			if !strings.Contains(v, "=") {
@@ -276,16 +296,61 @@ func (w *walker) git(c *Command) {
 		case strings.HasPrefix(v, "-"):
 		default:
 			c.Sub = i
-			w.gitSub(c, i)
-			return
+			if gitCommand(v) || expanded[strings.ToLower(v)] {
+				w.gitSub(s, c, i, config)
+				return
+			}
+			// Not a command of git's own: an alias, else a git-NAME
+			// program, else nothing. An alias git cannot see here
+			// may be any command, a push too.
+			vals := config().lookup("alias." + strings.ToLower(v))
+			if len(vals) == 0 {
+				if config().unknown {
+					c.Argv[i].Dynamic = true
+				}
+				w.gitSub(s, c, i, config)
+				return
+			}
+			al := vals[0]
+			if al.dynamic {
+				c.Argv[i].Dynamic = true
+				return
+			}
+			if code, ok := strings.CutPrefix(strings.TrimSpace(al.value), "!"); ok {
+				// A shell alias: git runs it with sh -c.
+				c.Script = "the git alias " + v
+				w.subshell(func() { w.code(s.Pos(), "git alias "+v, code) })
+				return
+			}
+			words, ok := splitGitCmdline(al.value)
+			if !ok || len(words) == 0 {
+				c.Argv[i].Dynamic = true
+				return
+			}
+			expanded[strings.ToLower(v)] = true
+			next := append([]Arg(nil), args[:i]...)
+			for _, wd := range words {
+				next = append(next, Arg{Value: wd})
+			}
+			next = append(next, args[i+1:]...)
+			c.Argv, args = next, next
+			c.Sub = 0
+			cfg = nil // the alias may bring -c options of its own
+			continue
 		}
 		i++
 	}
 }
 
 // gitSub adds the files that some subcommands write.
-func (w *walker) gitSub(c *Command, sub int) {
+func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int, config func() *gitConfig) {
 	switch c.Argv[sub].Value {
+	case "config":
+		w.gitConfigCommand(c, sub)
+	case "push", "send-pack", "http-push":
+		w.gitPushRefs(c, sub, config())
+	case "subtree":
+		w.gitSubtree(c, sub)
 	case "diff", "log", "show", "format-patch", "whatchanged", "range-diff", "diff-tree", "diff-files", "diff-index":
 		w.outputs(c, "--output", "-o", "--output-directory")
 	case "archive", "bundle":

@@ -47,9 +47,12 @@ type Command struct {
 	Missing     bool   // with Script: the script does not exist yet
 	Network     bool   // runs code that uses the network
 	SQL         string // "read-only" or "write" for database clients
-	Cwd         string // "" when unknown
-	Writes      []Write
-	Via         string
+	// PushRefs are the refspecs a push's configuration adds ("" for one
+	// known only at run time); see the parser's Command.PushRefs.
+	PushRefs []string
+	Cwd      string // "" when unknown
+	Writes   []Write
+	Via      string
 	// OwnSignal: a kill of the shell itself or its own jobs only.
 	OwnSignal bool
 }
@@ -487,16 +490,33 @@ func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict, Checks) {
 		return r.Constraint, Constrain, Checks{Verify: true}
 	}
 	var ops []string
-	force := false
-	start := min(max(c.Sub, 1)+1, len(c.Argv))
-	for _, a := range c.Argv[start:] {
+	force, repo := false, false
+	args := c.Argv[r.subEnd(c):]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		v := a.Value
 		switch {
 		case a.Dynamic:
 			ops = append(ops, "")
+		case v == "--":
+			for _, b := range args[i+1:] {
+				if b.Dynamic {
+					b.Value = ""
+				}
+				ops = append(ops, b.Value)
+			}
+			i = len(args)
 		case v == "--force" || v == "-f" || strings.HasPrefix(v, "--force-with-lease") || v == "--mirror" ||
-			v == "--delete" || v == "-d" || v == "--prune" || v == "--all" || v == "--force-if-includes":
+			v == "--delete" || v == "-d" || v == "--prune" || v == "--all" || v == "--branches" || v == "--force-if-includes":
 			force = true
+		case v == "--repo" || strings.HasPrefix(v, "--repo="):
+			// Every operand is then a refspec.
+			repo = true
+			if v == "--repo" {
+				i++
+			}
+		case pushValueOption(v):
+			i++
 		case strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--") && strings.ContainsAny(v[1:], "fd"):
 			force = true
 		case strings.HasPrefix(v, "-"):
@@ -514,34 +534,87 @@ func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict, Checks) {
 		verify = " and only after verify passes"
 	}
 	protected := strings.Join(p.Egress.ProtectedBranches, " or ")
-	if len(ops) <= 1 {
-		return "push only when the current branch is not " + protected + verify, Constrain, current
+	refs := ops
+	if !repo && len(refs) > 0 {
+		refs = refs[1:]
 	}
-	for _, ref := range ops[1:] {
+	cur := len(refs) == 0
+	// The configuration's refspecs (remote.<name>.push, push.default)
+	// count as much as those the command names.
+	for _, ref := range append(append([]string(nil), refs...), c.PushRefs...) {
 		if ref == "" {
 			return "git push to a branch named only at run time is refused (name the branch literally)", Deny, Checks{}
 		}
 		if strings.HasPrefix(ref, "+") && !p.Egress.AllowForcePush {
 			return "git push of a forced refspec (" + ref + ") is refused", Deny, Checks{}
 		}
-		dst := ref
-		if i := strings.LastIndexByte(ref, ':'); i >= 0 {
-			dst = ref[i+1:]
+		if ref == ":" {
+			return "git push of every matching branch (" + protected + " too) is refused", Deny, Checks{}
+		}
+		dst := strings.TrimPrefix(ref, "+")
+		if i := strings.LastIndexByte(dst, ':'); i >= 0 {
 			if i == 0 && !p.Egress.AllowForcePush {
 				return "git push that deletes a remote branch (" + ref + ") is refused", Deny, Checks{}
 			}
+			dst = dst[i+1:]
 		}
-		dst = strings.TrimPrefix(dst, "refs/heads/")
 		if dst == "HEAD" || dst == "@" {
-			return "push only when the current branch is not " + protected + verify, Constrain, current
+			cur = true
+			continue
 		}
+		// git completes heads/main and refs/heads/main to the branch
+		// main; a pattern updates every branch it matches.
+		dst = strings.TrimPrefix(strings.TrimPrefix(dst, "refs/"), "heads/")
 		for _, b := range p.Egress.ProtectedBranches {
-			if dst == b {
+			if dst == b || strings.Contains(dst, "*") && glob(dst, b, false) {
 				return fmt.Sprintf("git push to the protected branch %s is refused", b), Deny, Checks{}
 			}
 		}
 	}
+	if cur {
+		return "push only when the current branch is not " + protected + verify, Constrain, current
+	}
 	return "push" + strings.TrimPrefix(verify, " and"), Constrain, needVerify
+}
+
+// pushValueOption reports the options of git push, send-pack and subtree
+// push whose value is the next word.
+func pushValueOption(v string) bool {
+	switch v {
+	case "-o", "--push-option", "--receive-pack", "--exec", "-P", "--prefix", "-m", "--message", "--onto", "-b", "--branch":
+		return true
+	}
+	return false
+}
+
+// subEnd returns the index in c's argv just after the subcommand words the
+// rule's sub matched (`git push`, `git lfs push`): a push's operands
+// start there.
+func (r *Rule) subEnd(c *Command) int {
+	if c.Sub <= 0 || c.Sub >= len(c.Argv) {
+		return min(1, len(c.Argv))
+	}
+	subs := r.subFields
+	if subs == nil {
+		subs = splitAll(r.Sub)
+	}
+	for _, fields := range subs {
+		k, j := 0, c.Sub
+		for ; j < len(c.Argv) && k < len(fields); j++ {
+			a := c.Argv[j]
+			if j > c.Sub && !a.Dynamic && strings.HasPrefix(a.Value, "-") {
+				continue
+			}
+			if !a.Dynamic && !glob(fields[k], a.Value, true) {
+				break
+			}
+			k++
+		}
+		if k == len(fields) {
+			return j
+		}
+	}
+	return c.Sub + 1
 }
 
 // isLoopback reports whether a URL or host argument names this machine.

@@ -260,6 +260,11 @@ func remoteHosts(base string, args []Arg) (remote, maybe bool) {
 		case !urls && !scpStyle(base) && !strings.Contains(strings.SplitN(v, ":", 2)[0], ".") && !strings.HasPrefix(v, "localhost"):
 			// host:path names a host only for scp-like programs.
 			continue
+		case !urls && copyStyle(base) && !hostPath(v):
+			// rsync, scp and rclone name another machine as host:path
+			// (or host::module); a word without the colon is a local
+			// path, dots and all (config.yaml).
+			continue
 		}
 		if _, loop := isLoopback(v); !loop {
 			return true, false
@@ -274,6 +279,23 @@ func scpStyle(base string) bool {
 		return true
 	}
 	return false
+}
+
+// copyStyle reports the copying programs whose operands are local paths
+// unless they say host:path.
+func copyStyle(base string) bool {
+	switch base {
+	case "rsync", "scp", "rclone":
+		return true
+	}
+	return false
+}
+
+// hostPath reports whether an operand of rsync, scp or rclone names
+// another machine: a colon before any slash.
+func hostPath(v string) bool {
+	i := strings.IndexByte(v, ':')
+	return i > 0 && !strings.Contains(v[:i], "/")
 }
 
 func hostOptions(base string) bool {
