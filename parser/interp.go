@@ -265,9 +265,22 @@ func sedEffects(script string) []sedEffect {
 			out = append(out, sedEffect{'e', arg})
 		case 'w', 'W':
 			out = append(out, sedEffect{'w', restOfLine()})
-		case 'r', 'R', 'a', 'i', 'c', ':', 'b', 't', 'T', 'v', 'F':
-			// Text, labels and file names to the end of the line (GNU
-			// one-liner forms). a/i/c may continue with backslashes.
+		case ':', 'b', 't', 'T', 'v':
+			// GNU sed ends a label (and v's version) at a semicolon or
+			// blank as well as at the end of the line, and goes on with
+			// the next command: `:a;N;$!ba;w f` writes f. Ending it early
+			// can only show more commands than a sed that reads to the
+			// end of the line runs.
+			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+				i++
+			}
+			for i < len(s) && strings.IndexByte(" \t\n;", s[i]) < 0 {
+				i++
+			}
+		case 'F', 'z':
+		case 'r', 'R', 'a', 'i', 'c':
+			// Text and file names to the end of the line (GNU one-liner
+			// forms). a/i/c may continue with backslashes.
 			for {
 				line := restOfLine()
 				if (cmd == 'a' || cmd == 'i' || cmd == 'c') && strings.HasSuffix(line, "\\") && i < len(s) {
@@ -280,7 +293,7 @@ func sedEffects(script string) []sedEffect {
 			for i < len(s) && s[i] >= '0' && s[i] <= '9' || i < len(s) && s[i] == ' ' {
 				i++
 			}
-		case 'd', 'D', 'g', 'G', 'h', 'H', 'n', 'N', 'p', 'P', 'x', 'z', '=':
+		case 'd', 'D', 'g', 'G', 'h', 'H', 'n', 'N', 'p', 'P', 'x', '=':
 		case '#':
 			restOfLine()
 		default:
