@@ -47,9 +47,12 @@ type Command struct {
 	Missing     bool   // with Script: the script does not exist yet
 	Network     bool   // runs code that uses the network
 	SQL         string // "read-only" or "write" for database clients
-	Cwd         string // "" when unknown
-	Writes      []Write
-	Via         string
+	// Hosts are servers a database tool reaches that its arguments do
+	// not name (PGHOST, a conninfo string); a dynamic one may be any.
+	Hosts  []Arg
+	Cwd    string // "" when unknown
+	Writes []Write
+	Via    string
 	// OwnSignal: a kill of the shell itself or its own jobs only.
 	OwnSignal bool
 }
