@@ -30,7 +30,7 @@ func sqlBlank(sql, base string, esc bool) (string, bool) {
 	for i := 0; i < len(sql); i++ {
 		ch := sql[i]
 		switch {
-		case ch == '\'' || ch == '"' || ch == '`' || ch == '[' && base == "sqlite3":
+		case ch == '\'' || ch == '"' || ch == '`' && base != "psql" || ch == '[' && base == "sqlite3":
 			end := ch
 			if ch == '[' {
 				end = ']'
