@@ -101,6 +101,10 @@ func pyTokens(s string, depth int) ([]pyTok, bool) {
 			}
 			out = append(out, pyTok{'s', lit})
 			i += n
+		case c >= 0x80 || c == '\\' || c == '`':
+			// A name may be spelt with other characters (ｅｖａｌ is
+			// eval once normalised); not read.
+			return nil, false
 		default:
 			switch c {
 			case '(', '[', '{':

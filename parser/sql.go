@@ -705,7 +705,8 @@ func jsTokens(s string) ([]string, bool) {
 			}
 			out = append(out, s[i:j])
 			i = j
-		case c == '`':
+		case c == '`' || c == '\\' || c >= 0x80:
+			// A template, or a name spelt with escapes (\u0065val).
 			return nil, false
 		default:
 			out = append(out, s[i:i+1])
