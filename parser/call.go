@@ -11,6 +11,7 @@ import (
 // call handles one simple command: its assignments, words and redirections.
 func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 	var env []string
+	var vals map[string]Arg
 	shadow := false
 	var path *Arg // PATH=value before the command: it runs under that PATH
 	for _, a := range ce.Assigns {
@@ -28,6 +29,10 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 		if len(ce.Args) > 0 {
 			env = append(env, name)
 			v, known := w.value(a)
+			if vals == nil {
+				vals = map[string]Arg{}
+			}
+			vals[name] = Arg{Value: v, Dynamic: !known}
 			if known && had && old == v {
 				continue // the value it has: nothing changes
 			}
@@ -52,7 +57,7 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 		}
 		return
 	}
-	c := Command{Pos: w.pos(s.Pos()), Text: w.text(s), Argv: argv, Env: env,
+	c := Command{Pos: w.pos(s.Pos()), Text: w.text(s), Argv: argv, Env: env, EnvValues: vals,
 		Cwd: w.st.cwd, Writes: writes, Shadowed: shadow}
 	c.Stdin, _ = w.stdinText(s)
 	if path != nil {
@@ -271,6 +276,9 @@ func (w *walker) command(s *syntax.Stmt, c Command) {
 	if w.shared.full {
 		return
 	}
+	if len(c.EnvValues) > 0 {
+		defer w.bindEnv(c.EnvValues)()
+	}
 	name := c.Name()
 	if name == "" {
 		if len(c.Argv) > 0 {
@@ -317,6 +325,33 @@ func (w *walker) command(s *syntax.Stmt, c Command) {
 	w.program(s, &c)
 	if c.Argv != nil { // program clears Argv when it recorded c itself
 		w.record(c)
+	}
+}
+
+// bindEnv gives the variables assigned for one command (X=v cmd, env
+// X=v cmd) their values, exported, while the command is walked, so that
+// the code it runs sees them; the returned func puts them back. PATH has
+// its own handling ([walker.withPATH]).
+func (w *walker) bindEnv(vals map[string]Arg) func() {
+	type kept struct{ old, set binding }
+	saved := map[string]kept{}
+	for name, v := range vals {
+		if name == "PATH" || !syntax.ValidName(name) {
+			continue
+		}
+		b := binding{value: v.Value, how: knownVal, exported: true}
+		if v.Dynamic {
+			b = binding{how: unknownVal, exported: true}
+		}
+		saved[name] = kept{w.varBinding(name), b}
+		w.st.vars.set(name, b)
+	}
+	return func() {
+		for name, k := range saved {
+			if w.varBinding(name) == k.set {
+				w.st.vars.set(name, k.old)
+			}
+		}
 	}
 }
 

@@ -83,6 +83,9 @@ type Command struct {
 	// Env names the variables set for this command only: prefix
 	// assignments and `env NAME=value`.
 	Env []string
+	// EnvValues holds the values of those variables, by name; a value
+	// known only at run time is a dynamic Arg.
+	EnvValues map[string]Arg
 	// Cwd is the absolute working directory the command runs in, or ""
 	// when cd/pushd could not be followed.
 	Cwd string
@@ -133,6 +136,11 @@ type Command struct {
 	// run time (push.default upstream, a configuration the step itself
 	// changed first).
 	PushRefs []string
+	// Hosts are the servers a database tool connects to that its
+	// arguments do not name by -h or a URL: PGHOST and the like, a libpq
+	// connection string, a mongosh or cqlsh address. A dynamic Arg may
+	// be any server.
+	Hosts []Arg
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string

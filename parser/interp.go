@@ -265,9 +265,22 @@ func sedEffects(script string) []sedEffect {
 			out = append(out, sedEffect{'e', arg})
 		case 'w', 'W':
 			out = append(out, sedEffect{'w', restOfLine()})
-		case 'r', 'R', 'a', 'i', 'c', ':', 'b', 't', 'T', 'v', 'F':
-			// Text, labels and file names to the end of the line (GNU
-			// one-liner forms). a/i/c may continue with backslashes.
+		case ':', 'b', 't', 'T', 'v':
+			// GNU sed ends a label (and v's version) at a semicolon or
+			// blank as well as at the end of the line, and goes on with
+			// the next command: `:a;N;$!ba;w f` writes f. Ending it early
+			// can only show more commands than a sed that reads to the
+			// end of the line runs.
+			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+				i++
+			}
+			for i < len(s) && strings.IndexByte(" \t\n;", s[i]) < 0 {
+				i++
+			}
+		case 'F', 'z':
+		case 'r', 'R', 'a', 'i', 'c':
+			// Text and file names to the end of the line (GNU one-liner
+			// forms). a/i/c may continue with backslashes.
 			for {
 				line := restOfLine()
 				if (cmd == 'a' || cmd == 'i' || cmd == 'c') && strings.HasSuffix(line, "\\") && i < len(s) {
@@ -280,7 +293,7 @@ func sedEffects(script string) []sedEffect {
 			for i < len(s) && s[i] >= '0' && s[i] <= '9' || i < len(s) && s[i] == ' ' {
 				i++
 			}
-		case 'd', 'D', 'g', 'G', 'h', 'H', 'n', 'N', 'p', 'P', 'x', 'z', '=':
+		case 'd', 'D', 'g', 'G', 'h', 'H', 'n', 'N', 'p', 'P', 'x', '=':
 		case '#':
 			restOfLine()
 		default:
@@ -544,7 +557,75 @@ func perlDanger(code string) string {
 	if m := perlRisky().FindString(code); m != "" {
 		return "uses " + strings.TrimSpace(m)
 	}
+	if perlEvalFlag(code) {
+		return "runs a replacement as code (s///e)"
+	}
+	if strings.Contains(code, "(?{") || strings.Contains(code, "(??{") || strings.Contains(code, "::") {
+		return "runs code in a pattern or names a package"
+	}
 	return ""
+}
+
+var perlSubst = lazyRE(`(^|[^\w$@%&])(s|tr|y)\s*([^\w\s])`)
+
+// perlEvalFlag reports whether some s/// of the code may carry the e
+// flag, which runs the replacement (a string the code may build) as
+// code. It errs on the side of yes.
+func perlEvalFlag(code string) bool {
+	closer := func(d byte) byte {
+		switch d {
+		case '{':
+			return '}'
+		case '(':
+			return ')'
+		case '[':
+			return ']'
+		case '<':
+			return '>'
+		}
+		return d
+	}
+	// skip returns the index after the part that starts after the
+	// delimiter at i.
+	skip := func(i int) int {
+		end := closer(code[i])
+		for i++; i < len(code) && code[i] != end; i++ {
+			if code[i] == '\\' {
+				i++
+			}
+		}
+		return i + 1
+	}
+	for _, m := range perlSubst().FindAllStringSubmatchIndex(code, -1) {
+		i := m[6]
+		if closer(code[i]) != code[i] {
+			i = skip(i)
+			for i < len(code) && (code[i] == ' ' || code[i] == '\t' || code[i] == '\n') {
+				i++
+			}
+			if i >= len(code) {
+				return true
+			}
+			i = skip(i)
+		} else {
+			i = skip(i) - 1
+			if i >= len(code) {
+				return true
+			}
+			i = skip(i)
+		}
+		if i > len(code) {
+			return true
+		}
+		j := i
+		for j < len(code) && code[j] >= 'a' && code[j] <= 'z' {
+			j++
+		}
+		if strings.Contains(code[i:j], "e") {
+			return true
+		}
+	}
+	return false
 }
 
 // networkWords are the modules and calls that reach the network in
@@ -617,92 +698,6 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 			return
 		}
 	}
-}
-
-var (
-	pyImport  = lazyRE(`\b(?:from\s+([A-Za-z_][\w.]*)\s+import|import\s+([A-Za-z_][\w.]*(?:\s*(?:as\s+\w+)?\s*,\s*[A-Za-z_][\w.]*)*))`)
-	pyOsAttr  = lazyRE(`\bos\.([A-Za-z_]+)`)
-	pyModeStr = lazyRE(`['"][rbt]*[wax+][rbtwax+]*['"]`)
-)
-
-var pySafeModules = map[string]bool{
-	"sys": true, "json": true, "re": true, "os": true, "os.path": true, "math": true,
-	"platform": true, "datetime": true, "time": true, "collections": true, "itertools": true,
-	"functools": true, "string": true, "textwrap": true, "pprint": true, "base64": true,
-	"hashlib": true, "struct": true, "random": true, "statistics": true, "decimal": true,
-	"fractions": true, "glob": true, "fnmatch": true, "pathlib": true, "typing": true,
-	"dataclasses": true, "enum": true, "uuid": true, "shlex": true, "tomllib": true,
-	"sysconfig": true, "locale": true, "unicodedata": true, "binascii": true, "zlib": true,
-	"csv": true, "operator": true, "html": true, "difflib": true, "calendar": true,
-	"ast": true, "keyword": true, "numbers": true, "bisect": true, "heapq": true, "copy": true,
-	"yaml": true, "toml": true, "secrets": true, "ipaddress": true, "colorsys": true,
-	"importlib.metadata": true, "email.utils": true, "urllib.parse": true, "getpass": true,
-	"site": true, "__future__": true, "contextlib": true, "warnings": true,
-}
-
-var pyRisky = map[string]bool{
-	"exec": true, "eval": true, "compile": true, "__import__": true, "system": true,
-	"popen": true, "subprocess": true, "remove": true, "unlink": true, "rmdir": true,
-	"rmtree": true, "rename": true, "replace": true, "mkdir": true, "makedirs": true,
-	"write": true, "write_text": true, "write_bytes": true, "writelines": true, "touch": true,
-	"chmod": true, "chown": true, "copy": true, "copyfile": true, "copytree": true, "copy2": true,
-	"move": true, "kill": true, "socket": true, "urlopen": true, "requests": true,
-	"setattr": true, "getattr": true, "importlib": true, "ctypes": true, "pickle": true,
-	"spawn": true, "execv": true, "execvp": true, "fork": true, "symlink": true, "link": true,
-	"truncate": true, "chdir": true, "putenv": true, "walk_packages": true, "run": true,
-	"call": true, "check_output": true, "check_call": true, "breakpoint": true, "input": true,
-	"globals": true, "vars": true, "__builtins__": true, "__class__": true, "__subclasses__": true,
-	"mkfifo": true, "mknod": true, "utime": true, "lchown": true, "removedirs": true,
-	"renames": true, "startfile": true, "dump": true, "save": true, "savefig": true, "to_csv": true,
-	"unpack_archive": true, "make_archive": true, "extractall": true, "extract": true,
-	"setrecursionlimit": false,
-}
-
-// pyDanger returns why Python code may change something, or "" when it
-// only reads.
-func pyDanger(code string) string {
-	clean := strings.NewReplacer("sys.stdout.write", "", "sys.stderr.write", "",
-		"sys.stdout.writelines", "", "sys.stdout.flush", "").Replace(code)
-	for _, m := range pyImport().FindAllStringSubmatch(clean, -1) {
-		mods := m[1]
-		if mods == "" {
-			mods = m[2]
-		}
-		for _, mod := range strings.Split(mods, ",") {
-			mod = strings.TrimSpace(mod)
-			if f := strings.Fields(mod); len(f) > 0 {
-				mod = f[0]
-			}
-			if !pySafeModules[mod] {
-				return "imports " + mod
-			}
-		}
-	}
-	risky := ""
-	eachIdent(clean, func(id string) bool {
-		if pyRisky[id] {
-			risky = id
-		}
-		return risky == ""
-	})
-	if risky != "" {
-		return "uses " + risky
-	}
-	if strings.Contains(clean, "open(") && (pyModeStr().MatchString(clean) || strings.Contains(clean, "mode=")) {
-		return "opens a file for writing"
-	}
-	if strings.Contains(clean, "os.") {
-		for _, m := range pyOsAttr().FindAllStringSubmatch(clean, -1) {
-			switch m[1] {
-			case "path", "environ", "getcwd", "listdir", "sep", "getenv", "walk", "stat", "name",
-				"cpu_count", "getpid", "linesep", "pathsep", "scandir", "lstat", "access", "uname",
-				"getuid", "geteuid", "R_OK", "W_OK", "X_OK", "F_OK", "devnull", "curdir", "get_terminal_size":
-			default:
-				return "uses os." + m[1]
-			}
-		}
-	}
-	return ""
 }
 
 // python: -c code is analysed cheaply; -m MODULE runs that module as the
@@ -784,33 +779,6 @@ func (w *walker) pythonStdin(s *syntax.Stmt, c *Command) {
 		w.unknownAt(c.Pos, "python code "+reason, text)
 	}
 	c.Network = usesNetwork(text)
-}
-
-var (
-	nodeRisky   = lazyRE(`\b(child_process|exec|execSync|spawn|spawnSync|execFile|fork|eval|Function|process\.binding|process\.kill|process\.dlopen|dlopen|net|http|https|http2|dgram|dns|tls|worker_threads|vm|inspector|fetch|WebSocket|import|writeFile|writeFileSync|appendFile|appendFileSync|mkdir|mkdirSync|rm|rmSync|rmdir|rmdirSync|unlink|unlinkSync|rename|renameSync|copyFile|copyFileSync|cp|cpSync|symlink|symlinkSync|link|linkSync|chmod|chmodSync|chown|chownSync|truncate|truncateSync|createWriteStream|open|openSync|write|writeSync|utimes|utimesSync|mkdtemp|mkdtempSync)\b`)
-	nodeRequire = lazyRE(`require\(\s*['"]([^'"]+)['"]\s*\)|require\(`)
-)
-
-// nodeDanger returns why JavaScript code may change something, or "".
-func nodeDanger(code string) string {
-	clean := strings.NewReplacer("process.stdout.write", "", "process.stderr.write", "").Replace(code)
-	for _, m := range nodeRequire().FindAllStringSubmatch(clean, -1) {
-		mod := m[1]
-		switch {
-		case mod == "":
-			return "requires a module named at run time"
-		case mod == "fs" || mod == "node:fs" || mod == "path" || mod == "node:path" || mod == "os" ||
-			mod == "node:os" || mod == "util" || mod == "node:util" || mod == "url" || mod == "node:url" ||
-			mod == "assert" || mod == "node:assert" || mod == "fs/promises" || mod == "node:fs/promises":
-		case strings.HasSuffix(mod, ".json"):
-		default:
-			return "requires " + mod
-		}
-	}
-	if m := nodeRisky().FindString(clean); m != "" {
-		return "uses " + m
-	}
-	return ""
 }
 
 // node: -e/-p code is analysed cheaply.

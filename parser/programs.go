@@ -54,6 +54,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	if w.runner(s, c, base) {
 		return
 	}
+	if _, indirect := dbServerVars(base); indirect != nil || isDatabase(base) {
+		w.dbHosts(c, base)
+	}
 	switch {
 	case base == "venv" || base == "virtualenv":
 		w.venv(c)

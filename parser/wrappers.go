@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"maps"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -550,6 +551,13 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 			break
 		}
 		next.Env = append(next.Env, name)
+		value, _ := strings.CutPrefix(a.Value, name+"=")
+		vals := maps.Clone(next.EnvValues)
+		if vals == nil {
+			vals = map[string]Arg{}
+		}
+		vals[name] = Arg{Value: value}
+		next.EnvValues = vals
 		if shadowVars[name] || gitProgramVar(name) {
 			next.Shadowed = true
 		}

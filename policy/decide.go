@@ -50,9 +50,12 @@ type Command struct {
 	// PushRefs are the refspecs a push's configuration adds ("" for one
 	// known only at run time); see the parser's Command.PushRefs.
 	PushRefs []string
-	Cwd      string // "" when unknown
-	Writes   []Write
-	Via      string
+	// Hosts are servers a database tool reaches that its arguments do
+	// not name (PGHOST, a conninfo string); a dynamic one may be any.
+	Hosts  []Arg
+	Cwd    string // "" when unknown
+	Writes []Write
+	Via    string
 	// OwnSignal: a kill of the shell itself or its own jobs only.
 	OwnSignal bool
 }

@@ -45,7 +45,7 @@ func (r *Rule) match(c *Command) (matches, sure bool) {
 		}
 	}
 	if r.Hosts != "" {
-		remote, maybe := remoteHosts(path.Base(c.Argv[0].Value), args)
+		remote, maybe := remoteHosts(path.Base(c.Argv[0].Value), args, c.Hosts)
 		switch {
 		case r.Hosts == "remote" && !remote && !maybe:
 			return false, false
@@ -210,7 +210,14 @@ func (r *PathRule) matches(p, home string) bool {
 
 // remoteHosts looks at the URL and host arguments: remote is set when one
 // of them names another machine, maybe when a dynamic argument might.
-func remoteHosts(base string, args []Arg) (remote, maybe bool) {
+func remoteHosts(base string, args []Arg, hosts []Arg) (remote, maybe bool) {
+	for _, h := range hosts {
+		if h.Dynamic {
+			maybe = true
+		} else if _, loop := isLoopback(h.Value); !loop && !strings.HasPrefix(h.Value, "/") {
+			return true, false
+		}
+	}
 	if hostOptions(base) {
 		// Database clients name their server with -h or a URL; their
 		// operands are database names and commands.
@@ -300,7 +307,8 @@ func hostPath(v string) bool {
 
 func hostOptions(base string) bool {
 	switch base {
-	case "psql", "mysql", "mariadb", "clickhouse-client", "cqlsh", "mongosh", "mongo", "redis-cli", "pg_dump", "pg_restore", "mysqldump":
+	case "psql", "mysql", "mariadb", "clickhouse-client", "cqlsh", "mongosh", "mongo", "redis-cli", "pg_dump", "pg_dumpall", "pg_restore",
+		"pg_isready", "createdb", "dropdb", "createuser", "dropuser", "mysqldump", "mysqladmin", "mongodump", "mongorestore", "mongoimport", "mongoexport":
 		return true
 	}
 	return false

@@ -303,6 +303,9 @@ func Input(f *parser.Facts) policy.Input {
 		for i, a := range c.Argv {
 			pc.Argv[i] = policy.Arg{Value: a.Value, Dynamic: a.Dynamic}
 		}
+		for _, h := range c.Hosts {
+			pc.Hosts = append(pc.Hosts, policy.Arg{Value: h.Value, Dynamic: h.Dynamic})
+		}
 		for _, w := range c.Writes {
 			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree})
 		}
