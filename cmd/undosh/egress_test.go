@@ -146,6 +146,17 @@ func TestEgressRefused(t *testing.T) {
 		{"gh-write", "gh pr merge 1", ""},
 		{"iac-apply", "terraform apply -auto-approve", ""},
 		{"cloud-write", "aws s3 rm s3://bucket/key", ""},
+		{"publish-tools", "semantic-release", ""},
+		{"publish-tools", "gh-pages -d dist", ""},
+		{"lerna-version", "lerna version patch --yes", ""},
+		{"publish-subcommands", "maturin publish", ""},
+		{"publish-subcommands", "mkdocs gh-deploy", ""},
+		{"ko-push", "ko build ./cmd/app", ""},
+		{"publish-subcommand-pairs", "dart pub publish --force", ""},
+		{"publish-flags", "pack build img --publish", ""},
+		{"container-build-push", "docker build --push -t example.com/img:1 .", ""},
+		{"container-build-push", "docker buildx build --output type=registry -t example.com/img .", ""},
+		{"database-remote-admin", "dropdb -h db.example.com app", ""},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {
