@@ -11,6 +11,7 @@ import (
 // call handles one simple command: its assignments, words and redirections.
 func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 	var env []string
+	var vals map[string]Arg
 	shadow := false
 	var path *Arg // PATH=value before the command: it runs under that PATH
 	for _, a := range ce.Assigns {
@@ -28,6 +29,10 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 		if len(ce.Args) > 0 {
 			env = append(env, name)
 			v, known := w.value(a)
+			if vals == nil {
+				vals = map[string]Arg{}
+			}
+			vals[name] = Arg{Value: v, Dynamic: !known}
 			if known && had && old == v {
 				continue // the value it has: nothing changes
 			}
@@ -53,13 +58,30 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 		return
 	}
 	c := Command{Pos: w.pos(s.Pos()), Text: w.text(s), Argv: argv, Env: env,
-		Cwd: w.st.cwd, Writes: writes, Shadowed: shadow}
+		Cwd: w.st.cwd, Writes: writes, Shadowed: shadow, EnvValues: vals}
 	c.Stdin, _ = w.stdinText(s)
 	if path != nil {
 		w.withPATH(*path, func() { w.command(s, c) })
 		return
 	}
 	w.command(s, c)
+}
+
+// envValue returns the value the variable name has in c's environment:
+// a prefix assignment (`NAME=v cmd`, `env NAME=v cmd`) or the shell's
+// variable. ok is false when the parser does not know it is set; a value
+// known only at run time is Dynamic.
+func (w *walker) envValue(c *Command, name string) (Arg, bool) {
+	if v, ok := c.EnvValues[name]; ok {
+		return v, true
+	}
+	if v, ok := w.lookup(name); ok {
+		return Arg{Value: v}, true
+	}
+	if b, _ := w.st.vars.get(name); b.how == unknownVal {
+		return Arg{Value: "$" + name, Dynamic: true}, true
+	}
+	return Arg{}, false
 }
 
 // withPATH runs fn, a command given PATH=v before it, with PATH set to v

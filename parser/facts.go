@@ -83,6 +83,9 @@ type Command struct {
 	// Env names the variables set for this command only: prefix
 	// assignments and `env NAME=value`.
 	Env []string
+	// EnvValues are the values of Env's prefix assignments (Dynamic when
+	// known only at run time): GIT_WORK_TREE=/etc makes git work there.
+	EnvValues map[string]Arg
 	// Cwd is the absolute working directory the command runs in, or ""
 	// when cd/pushd could not be followed.
 	Cwd string

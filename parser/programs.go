@@ -64,7 +64,7 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.find(s, c)
 		return
 	case base == "git":
-		w.git(c)
+		w.git(s, c)
 	case base == "npm" || base == "pnpm" || base == "yarn":
 		w.npm(s, c, base)
 	case base == "pip" || base == "pip3":

@@ -209,7 +209,8 @@ func findTakesValue(opt string) bool {
 
 // git: the global options say where it works and may inject configuration
 // that runs programs.
-func (w *walker) git(c *Command) {
+func (w *walker) git(s *syntax.Stmt, c *Command) {
+	w.gitEnv(c)
 	args := c.Argv
 	i := 1
 	for i < len(args) {
@@ -276,30 +277,255 @@ func (w *walker) git(c *Command) {
 		case strings.HasPrefix(v, "-"):
 		default:
 			c.Sub = i
-			w.gitSub(c, i)
+			w.gitHooks(c)
+			w.gitSub(s, c, i)
 			return
 		}
 		i++
 	}
 }
 
+// gitEnv applies the variables that move where git works: GIT_WORK_TREE
+// is --work-tree, GIT_DIR and the object and common directories are
+// repositories it writes, GIT_INDEX_FILE a file it writes.
+func (w *walker) gitEnv(c *Command) {
+	if v, ok := w.envValue(c, "GIT_WORK_TREE"); ok {
+		if v.Dynamic {
+			c.Cwd = ""
+		} else {
+			c.Cwd = resolveIn(v, c.Cwd).Path
+		}
+	}
+	for _, name := range []string{"GIT_DIR", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_INDEX_FILE"} {
+		if v, ok := w.envValue(c, name); ok {
+			wr := resolveIn(v, c.Cwd)
+			wr.Tree = name != "GIT_INDEX_FILE"
+			c.Writes = append(c.Writes, wr)
+		}
+	}
+}
+
+// gitHooks makes a git command unknown code when a command before it in
+// the step wrote into a repository's own files (.git/hooks, .git/config)
+// or over a tree that holds the repository: git runs the hooks and the
+// programs that configuration names, which the parser did not see.
+func (w *walker) gitHooks(c *Command) {
+	for _, prev := range w.facts.Commands {
+		if len(prev.Argv) > 0 && !prev.Argv[0].Dynamic && baseName(prev.Argv[0].Value) == "git" {
+			continue // git writes its own files
+		}
+		for _, wr := range prev.Writes {
+			if !wr.Resolved || harmlessDevice(wr.Path) {
+				continue
+			}
+			p := wr.Path + "/"
+			if strings.Contains(p, "/.git/") || wr.Tree && c.Cwd != "" && (c.Cwd+"/" == p || strings.HasPrefix(c.Cwd+"/", p)) {
+				w.unknownAt(c.Pos, "git may run hooks or configuration that the step wrote ("+wr.Path+")", c.Text)
+				return
+			}
+		}
+	}
+}
+
+// gitCodeOpts lists, per subcommand, the options whose value is shell
+// code git runs, and the short letter of each (0 for none).
+var gitCodeOpts = map[string][]struct {
+	long  string
+	short byte
+}{
+	"rebase":        {{"--exec", 'x'}},
+	"difftool":      {{"--extcmd", 'x'}},
+	"filter-branch": {{"--setup", 0}, {"--env-filter", 0}, {"--tree-filter", 0}, {"--index-filter", 0}, {"--parent-filter", 0}, {"--msg-filter", 0}, {"--commit-filter", 0}, {"--tag-name-filter", 0}},
+}
+
+// gitCode walks the code that the options and operands of git's
+// subcommands run: rebase --exec, difftool --extcmd, the filters of
+// filter-branch, submodule foreach and bisect run.
+func (w *walker) gitCode(s *syntax.Stmt, c *Command, sub int) {
+	name := c.Argv[sub].Value
+	args := c.Argv[sub+1:]
+	cwd := c.Cwd
+	run := func(via string, code Arg) {
+		if code.Dynamic {
+			w.unknownAt(c.Pos, "git "+via+" runs a command that is not literal", code.Value)
+			return
+		}
+		w.subshell(func() {
+			w.st.cwd = cwd
+			// What git tells the command: $LOCAL, $sm_path, $GIT_COMMIT.
+			for _, v := range []string{"LOCAL", "REMOTE", "MERGED", "BASE", "name", "sm_path", "displaypath", "sha1",
+				"toplevel", "path", "GIT_COMMIT", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
+				"GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE"} {
+				w.setVar(v, "", false)
+				w.export(v)
+			}
+			w.code(s.Pos(), "git "+via, code.Value)
+		})
+	}
+	if name == "filter-branch" {
+		// Every filter runs in DIR/t (DIR is -d, by default
+		// .git-rewrite at the top level, where filter-branch must run).
+		dir := Arg{Value: ".git-rewrite"}
+		if d, ok := optValue(args, "-d"); ok {
+			dir = d
+		}
+		wr := w.resolveAt(c, dir)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+		cwd = ""
+		if wr.Resolved {
+			cwd = path.Join(wr.Path, "t")
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a.Dynamic {
+			if looksLikeOption(a.Value) {
+				w.unknownAt(c.Pos, "git "+name+" option is not literal", a.Value)
+			}
+			continue
+		}
+		if a.Value == "--" {
+			break
+		}
+		for _, o := range gitCodeOpts[name] {
+			var code *Arg
+			consumed := false
+			switch {
+			case a.Value == o.long && i+1 < len(args):
+				code, consumed = &args[i+1], true
+			case strings.HasPrefix(a.Value, o.long+"="):
+				code = &Arg{Value: a.Value[len(o.long)+1:]}
+			case o.short != 0 && len(a.Value) > 1 && a.Value[0] == '-' && a.Value[1] != '-' && strings.IndexByte(a.Value, o.short) > 0:
+				// A cluster: the letter takes the rest of the word, or
+				// the next one.
+				rest := a.Value[strings.IndexByte(a.Value, o.short)+1:]
+				if rest != "" {
+					code = &Arg{Value: rest}
+				} else if i+1 < len(args) {
+					code, consumed = &args[i+1], true
+				}
+			}
+			if code == nil {
+				continue
+			}
+			text := *code
+			if name == "difftool" && !text.Dynamic {
+				text.Value += ` "$LOCAL" "$REMOTE"`
+			}
+			run(name+" "+o.long, text)
+			if consumed {
+				i++
+			}
+			break
+		}
+	}
+	// Subcommands whose operands are a command: one word is shell code,
+	// several are a command and its arguments.
+	var words []Arg
+	switch name {
+	case "submodule":
+		ops := args
+		for len(ops) > 0 && !ops[0].Dynamic && strings.HasPrefix(ops[0].Value, "-") {
+			ops = ops[1:]
+		}
+		if len(ops) == 0 || ops[0].Dynamic || ops[0].Value != "foreach" {
+			return
+		}
+		ops = ops[1:]
+		for len(ops) > 0 && !ops[0].Dynamic && strings.HasPrefix(ops[0].Value, "-") {
+			ops = ops[1:]
+		}
+		if len(ops) == 1 {
+			run("submodule foreach", ops[0])
+			return
+		}
+		words = ops
+	case "bisect":
+		if len(args) == 0 || args[0].Dynamic || args[0].Value != "run" {
+			return
+		}
+		words = args[1:]
+	default:
+		return
+	}
+	if len(words) == 0 {
+		return
+	}
+	next := *c
+	next.Argv = words
+	next.Sub = 0
+	next.Writes = nil
+	next.WritesKnown = false
+	next.Wrappers = append(append([]string(nil), c.Wrappers...), "git "+name)
+	w.subshell(func() { w.command(s, next) })
+}
+
 // gitSub adds the files that some subcommands write.
-func (w *walker) gitSub(c *Command, sub int) {
+func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int) {
+	w.gitCode(s, c, sub)
+	args := c.Argv[sub+1:]
 	switch c.Argv[sub].Value {
 	case "diff", "log", "show", "format-patch", "whatchanged", "range-diff", "diff-tree", "diff-files", "diff-index":
 		w.outputs(c, "--output", "-o", "--output-directory")
 	case "archive", "bundle":
 		w.outputs(c, "--output", "-o")
+	case "init":
+		// git init [DIR] makes DIR/.git (or DIR, --bare), and
+		// --separate-git-dir the repository there.
+		opts, ops, _ := optSpec{value: "b", longValue: []string{"--initial-branch", "--object-format",
+			"--ref-format", "--template", "--separate-git-dir"}}.split(args)
+		dir := Arg{Value: "."}
+		if len(ops) > 0 {
+			dir = ops[0]
+		}
+		wr := w.resolveAt(c, dir)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+		if d, ok := has(opts, "--separate-git-dir"); ok {
+			wr := w.resolveAt(c, d)
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
+		}
+		c.WritesKnown = true
+		if _, ok := has(opts, "--template"); ok {
+			w.unknownAt(c.Pos, "git init --template installs hooks from a directory the parser cannot read", c.Text)
+		}
+	case "checkout-index":
+		// --prefix=P writes P followed by each path: into the directory
+		// P names, or beside it.
+		if p, ok := optValue(args, "--prefix"); ok {
+			v := p.Value
+			if !p.Dynamic && !strings.HasSuffix(v, "/") {
+				v = path.Dir(v)
+			}
+			wr := w.resolveAt(c, Arg{Value: v, Dynamic: p.Dynamic})
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
+		}
 	case "clone":
 		var ops []Arg
-		args := c.Argv[sub+1:]
 		for i := 0; i < len(args); i++ {
 			v := args[i].Value
 			switch {
 			case args[i].Dynamic:
 				ops = append(ops, args[i])
 			case v == "-b" || v == "--branch" || v == "-o" || v == "--origin" || v == "--depth" || v == "--reference" || v == "-c" || v == "--config" || v == "--template" || v == "--separate-git-dir" || v == "-u" || v == "--upload-pack" || v == "-j" || v == "--jobs" || v == "--filter" || v == "--shallow-since" || v == "--shallow-exclude":
+				if v == "--template" {
+					w.unknownAt(c.Pos, "git clone --template runs hooks from a directory the parser cannot read", c.Text)
+				}
+				if v == "--separate-git-dir" && i+1 < len(args) {
+					wr := w.resolveAt(c, args[i+1])
+					wr.Tree = true
+					c.Writes = append(c.Writes, wr)
+				}
 				i++
+			case strings.HasPrefix(v, "--template="):
+				w.unknownAt(c.Pos, "git clone --template runs hooks from a directory the parser cannot read", c.Text)
+			case strings.HasPrefix(v, "--separate-git-dir="):
+				wr := w.resolveAt(c, Arg{Value: v[len("--separate-git-dir="):]})
+				wr.Tree = true
+				c.Writes = append(c.Writes, wr)
 			case strings.HasPrefix(v, "-"):
 			default:
 				ops = append(ops, args[i])
@@ -321,29 +547,69 @@ func (w *walker) gitSub(c *Command, sub int) {
 		c.Writes = append(c.Writes, wr)
 		c.WritesKnown = true
 	case "worktree":
-		if len(c.Argv) > sub+2 && c.Argv[sub+1].Value == "add" {
-			for _, a := range c.Argv[sub+2:] {
-				if a.Dynamic || !strings.HasPrefix(a.Value, "-") {
-					wr := w.resolveAt(c, a)
-					wr.Tree = true
-					c.Writes = append(c.Writes, wr)
-					break
-				}
-			}
+		// worktree add [-b B] PATH, worktree move OLD NEW: the new
+		// working tree, wherever it is.
+		if len(args) == 0 || args[0].Dynamic {
+			return
 		}
+		_, ops, _ := optSpec{value: "bB", longValue: []string{"--reason"}}.split(args[1:])
+		var dest *Arg
+		switch {
+		case args[0].Value == "add" && len(ops) > 0:
+			dest = &ops[0]
+		case args[0].Value == "move" && len(ops) > 1:
+			dest = &ops[1]
+		}
+		if dest != nil {
+			wr := w.resolveAt(c, *dest)
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
+		}
+	case "config":
+		w.gitConfig(c, args)
 	}
-	for _, a := range c.Argv[sub+1:] {
+	for _, a := range args {
 		if a.Dynamic {
 			continue
 		}
-		if a.Value == "--ext-diff" || strings.HasPrefix(a.Value, "--exec=") || a.Value == "--exec" ||
+		if a.Value == "--ext-diff" || (a.Value == "--exec" || strings.HasPrefix(a.Value, "--exec=")) && c.Argv[sub].Value != "rebase" ||
 			strings.HasPrefix(a.Value, "--upload-pack") || strings.HasPrefix(a.Value, "--receive-pack") ||
-			strings.HasPrefix(a.Value, "--extcmd") || strings.HasPrefix(a.Value, "--tool") || a.Value == "-x" && c.Argv[sub].Value == "rebase" {
+			strings.HasPrefix(a.Value, "--tool") {
 			w.unknownAt(c.Pos, "git option runs a program: "+a.Value, c.Text)
 		}
 		if strings.HasPrefix(a.Value, "ext::") {
 			w.unknownAt(c.Pos, "git ext:: transport runs a command", a.Value)
 		}
+	}
+}
+
+// gitConfig: a key set to a program git runs (core.pager, alias.x=!…,
+// core.hooksPath) runs it in the git commands after it, in this step and
+// later ones.
+func (w *walker) gitConfig(c *Command, args []Arg) {
+	opts, ops, ok := optSpec{value: "ft", longValue: []string{"--file", "--blob", "--type", "--default", "--comment", "--value"}}.split(args)
+	if !ok {
+		w.unknownAt(c.Pos, "git config with an option that is not literal", c.Text)
+		return
+	}
+	if _, read := has(opts, "--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l", "--list", "--get-color",
+		"--get-colorbool", "--unset", "--unset-all", "--rename-section", "--remove-section", "-e", "--edit"); read {
+		return
+	}
+	if len(ops) > 0 && !ops[0].Dynamic {
+		switch ops[0].Value {
+		case "set":
+			ops = ops[1:]
+		case "get", "list", "unset", "rename-section", "remove-section", "edit":
+			return
+		}
+	}
+	if len(ops) < 2 {
+		return
+	}
+	if ops[0].Dynamic || ops[1].Dynamic && gitConfigRunsCode(ops[0].Value, "!") ||
+		!ops[1].Dynamic && gitConfigRunsCode(ops[0].Value, ops[1].Value) {
+		w.unknownAt(c.Pos, "git config sets a program that git runs", c.Text)
 	}
 }
 

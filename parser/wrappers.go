@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"maps"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -70,6 +71,27 @@ func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
 		}
 	}
 	return opts, nil, true
+}
+
+// split is scan for programs that take options after operands too (GNU
+// getopt and git's parse-options permute them): the options among all of
+// args, and the operands in order.
+func (sp optSpec) split(args []Arg) (opts []opt, ops []Arg, ok bool) {
+	ok = true
+	for len(args) > 0 {
+		o, rest, sure := sp.scan(args)
+		opts = append(opts, o...)
+		ok = ok && sure
+		if len(rest) == 0 {
+			break
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1].Value == "--" && !args[len(args)-len(rest)-1].Dynamic {
+			return opts, append(ops, rest...), ok
+		}
+		ops = append(ops, rest[0])
+		args = rest[1:]
+	}
+	return opts, ops, ok
 }
 
 // looksLikeOption reports whether a dynamic word may expand to an option.
@@ -550,6 +572,13 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 			break
 		}
 		next.Env = append(next.Env, name)
+		vals := maps.Clone(next.EnvValues)
+		if vals == nil {
+			vals = map[string]Arg{}
+		}
+		_, v, _ := strings.Cut(a.Value, "=")
+		vals[name] = Arg{Value: v}
+		next.EnvValues = vals
 		if shadowVars[name] || gitProgramVar(name) {
 			next.Shadowed = true
 		}
