@@ -69,6 +69,8 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.npm(s, c, base)
 	case base == "pip" || base == "pip3":
 		w.pip(c)
+	case base == "cargo" || base == "uv" || base == "gem" || base == "bundle" || base == "bundler" || base == "dotnet":
+		w.installTarget(c, base)
 	case base == "tar":
 		w.tar(c)
 	case base == "unzip":

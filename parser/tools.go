@@ -3,6 +3,7 @@ package parser
 import (
 	"encoding/json"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -640,17 +641,34 @@ func gitConfigRunsCode(key, value string) bool {
 	return false
 }
 
-// npm, yarn and pnpm: a script from package.json is read and classified.
+// npm, yarn and pnpm: a script from package.json is read and classified,
+// and so are the lifecycle scripts an install runs. The global modes
+// write the global prefix, outside the workspace.
 func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	args := c.Argv[1:]
 	dir := Arg{Value: "."}
 	var ops []Arg
+	global, ignoreScripts := false, false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		v := a.Value
 		if a.Dynamic {
 			ops = append(ops, a)
 			continue
+		}
+		// Booleans take a separate true or false too (nopt).
+		boolVal := func() string {
+			if _, after, ok := strings.Cut(v, "="); ok {
+				return after
+			}
+			if i+1 < len(args) && !args[i+1].Dynamic && (args[i+1].Value == "true" || args[i+1].Value == "false") {
+				i++
+				return args[i].Value
+			}
+			if i+1 < len(args) && args[i+1].Dynamic && looksLikeOption(args[i+1].Value) {
+				return args[i+1].Value
+			}
+			return "true"
 		}
 		switch {
 		case v == "--prefix" || v == "-C" || v == "--dir" || v == "--cwd":
@@ -661,6 +679,20 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 		case strings.HasPrefix(v, "--prefix=") || strings.HasPrefix(v, "--dir=") || strings.HasPrefix(v, "--cwd="):
 			_, d, _ := strings.Cut(v, "=")
 			dir = Arg{Value: d}
+		case v == "-g" || v == "--global" || strings.HasPrefix(v, "--global="):
+			global = global || npmTrue(boolVal())
+		case v == "--location" || strings.HasPrefix(v, "--location="):
+			loc := ""
+			if _, after, ok := strings.Cut(v, "="); ok {
+				loc = after
+			} else if i+1 < len(args) {
+				i++
+				loc = args[i].Value
+				global = global || args[i].Dynamic
+			}
+			global = global || loc == "global"
+		case v == "--ignore-scripts" || strings.HasPrefix(v, "--ignore-scripts="):
+			ignoreScripts = npmTrue(boolVal())
 		case v == "--filter" || v == "-F" || v == "-w" || v == "--workspace" || v == "--registry" || v == "--loglevel" || v == "--userconfig" || v == "--cache":
 			i++
 		case v == "--":
@@ -677,17 +709,40 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	} else {
 		c.Cwd = ""
 	}
-	if len(ops) == 0 || ops[0].Dynamic {
+	sub := ""
+	switch {
+	case len(ops) > 0 && !ops[0].Dynamic:
+		sub = ops[0].Value
+	case len(ops) == 0 && base == "yarn":
+		sub = "install" // yarn alone installs
+	}
+	runs := slices.Contains([]string{"run", "run-script", "rum", "urn", "test", "t", "tst", "start", "stop", "restart", "exec", "x"}, sub) ||
+		base == "yarn" && !yarnCommand(sub) || base == "pnpm" && !pnpmCommand(sub)
+	if sub != "" && !runs && !npmReadsOnly(sub) {
+		// The settings only matter to what installs.
+		cfg := w.npmConfig(c)
+		global = global || npmTrue(cfg["global"]) || cfg["location"] == "global"
+		if _, ok := cfg["ignore-scripts"]; ok && !ignoreScripts {
+			ignoreScripts = npmTrue(cfg["ignore-scripts"])
+		}
+	}
+	if global && len(ops) > 0 && (sub == "" || !npmReadsOnly(sub)) {
+		c.Writes = append(c.Writes, Write{Path: "<" + base + " global prefix>", Tree: true})
+	}
+	if len(ops) > 0 && ops[0].Dynamic || sub == "" {
 		return
 	}
 	for i, a := range c.Argv {
-		if i > 0 && a.Value == ops[0].Value {
+		if i > 0 && len(ops) > 0 && a.Value == ops[0].Value {
 			c.Sub = i
 			break
 		}
 	}
+	if hooks := npmLifecycle(base, sub); hooks != nil && !ignoreScripts && !global {
+		w.npmLifecycle(s, c, base, hooks)
+		return
+	}
 	script := ""
-	sub := ops[0].Value
 	switch {
 	case sub == "run" || sub == "run-script" || sub == "rum" || sub == "urn":
 		if len(ops) < 2 || ops[1].Dynamic {
@@ -704,19 +759,8 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	default:
 		return
 	}
-	if w.opts.ReadFile == nil || c.Cwd == "" {
-		return
-	}
-	pj := path.Join(c.Cwd, "package.json")
-	data, err := w.opts.ReadFile(pj)
-	if err != nil {
-		return
-	}
-	var pkg struct {
-		Scripts map[string]string `json:"scripts"`
-	}
-	if json.Unmarshal(data, &pkg) != nil {
-		w.unknownAt(c.Pos, "package.json does not parse", pj)
+	pkg, pj, ok := w.packageJSON(c)
+	if !ok {
 		return
 	}
 	body, ok := pkg.Scripts[script]
@@ -744,6 +788,171 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 			}
 		}
 	})
+}
+
+// packageJSON is what the parser reads of a package.json.
+type packageJSON struct {
+	Scripts              map[string]string `json:"scripts"`
+	Dependencies         map[string]any    `json:"dependencies"`
+	DevDependencies      map[string]any    `json:"devDependencies"`
+	OptionalDependencies map[string]any    `json:"optionalDependencies"`
+}
+
+// packageJSON reads the package.json in c's directory; ok is false when
+// there is none to read (a file that does not parse is unknown code).
+func (w *walker) packageJSON(c *Command) (pkg packageJSON, file string, ok bool) {
+	if w.opts.ReadFile == nil || c.Cwd == "" {
+		return pkg, "", false
+	}
+	pj := path.Join(c.Cwd, "package.json")
+	data, err := w.opts.ReadFile(pj)
+	if err != nil {
+		return pkg, "", false
+	}
+	if json.Unmarshal(data, &pkg) != nil {
+		w.unknownAt(c.Pos, "package.json does not parse", pj)
+		return pkg, "", false
+	}
+	return pkg, pj, true
+}
+
+// npmLifecycle returns the scripts of a package that the subcommand runs
+// in it, or nil.
+func npmLifecycle(base, sub string) []string {
+	install := []string{"preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare"}
+	switch sub {
+	case "install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isntall", "add", "ci", "clean-install",
+		"install-clean", "ic", "rebuild", "rb", "install-test", "it", "install-ci-test", "cit", "update", "up", "upgrade", "udpate":
+		if base == "yarn" && (sub == "i" || sub == "ci") {
+			return nil // not yarn commands: scripts of those names
+		}
+		return install
+	case "pack":
+		return []string{"prepack", "prepare", "postpack"}
+	case "version":
+		return []string{"preversion", "version", "postversion"}
+	}
+	return nil
+}
+
+// npmLifecycle walks the lifecycle scripts an install runs: the
+// package's own, and those of its direct dependencies whose package.json
+// can be read under node_modules.
+func (w *walker) npmLifecycle(s *syntax.Stmt, c *Command, base string, hooks []string) {
+	pkg, pj, ok := w.packageJSON(c)
+	if !ok {
+		return
+	}
+	walk := func(dir string, scripts map[string]string, via string, names []string) {
+		w.subshell(func() {
+			w.st.cwd = dir
+			for _, name := range names {
+				if text, ok := scripts[name]; ok && text != "" {
+					w.code(s.Pos(), base+" "+via+" "+name, text)
+				}
+			}
+		})
+	}
+	walk(c.Cwd, pkg.Scripts, "lifecycle "+pj, hooks)
+	if hooks[0] != "preinstall" {
+		return
+	}
+	var deps []string
+	for _, m := range []map[string]any{pkg.Dependencies, pkg.DevDependencies, pkg.OptionalDependencies} {
+		for name := range m {
+			deps = append(deps, name)
+		}
+	}
+	slices.Sort(deps)
+	deps = slices.Compact(deps)
+	for _, name := range deps[:min(len(deps), 500)] {
+		if strings.Contains(name, "..") {
+			continue
+		}
+		dir := path.Join(c.Cwd, "node_modules", name)
+		data, err := w.opts.ReadFile(path.Join(dir, "package.json"))
+		if err != nil {
+			continue
+		}
+		var dep packageJSON
+		if json.Unmarshal(data, &dep) != nil {
+			continue
+		}
+		walk(dir, dep.Scripts, "lifecycle of "+name, []string{"preinstall", "install", "postinstall"})
+	}
+}
+
+// npmReadsOnly reports the subcommands that only read, in the global
+// prefix as anywhere.
+func npmReadsOnly(sub string) bool {
+	switch sub {
+	case "ls", "list", "ll", "la", "root", "bin", "prefix", "outdated", "config", "c", "view", "info", "show", "v",
+		"search", "s", "help", "explain", "why", "query", "doctor", "fund", "ping", "whoami", "audit":
+		return true
+	}
+	return false
+}
+
+// npmTrue reports whether an npm boolean setting is on: anything but
+// false (and its empty and null spellings).
+func npmTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "false", "0", "null", "undefined", "no":
+		return false
+	}
+	return true
+}
+
+// npmConfig returns the settings that npm (and pnpm and yarn 1, which read
+// the same) takes from the environment (npm_config_NAME, in any case) and
+// from the .npmrc files of the project and the user: the keys global,
+// location and ignore-scripts. A value known only at run time is "?".
+func (w *walker) npmConfig(c *Command) map[string]string {
+	cfg := map[string]string{}
+	keys := []string{"global", "location", "ignore-scripts"}
+	read := func(file string) {
+		if w.opts.ReadFile == nil {
+			return
+		}
+		data, err := w.opts.ReadFile(file)
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || line[0] == '#' || line[0] == ';' {
+				continue
+			}
+			k, v, _ := strings.Cut(line, "=")
+			k = strings.ToLower(strings.TrimSpace(k))
+			if !strings.Contains(line, "=") {
+				v = "true"
+			}
+			if slices.Contains(keys, k) {
+				cfg[k] = strings.Trim(strings.TrimSpace(v), `"'`)
+			}
+		}
+	}
+	if home, ok := w.lookup("HOME"); ok && strings.HasPrefix(home, "/") {
+		read(path.Join(home, ".npmrc"))
+	}
+	if c.Cwd != "" {
+		read(path.Join(c.Cwd, ".npmrc"))
+	}
+	for _, k := range keys {
+		for _, name := range []string{"npm_config_" + k, "NPM_CONFIG_" + strings.ToUpper(k),
+			"npm_config_" + strings.ReplaceAll(k, "-", "_"), "NPM_CONFIG_" + strings.ToUpper(strings.ReplaceAll(k, "-", "_"))} {
+			if v, ok := w.envValue(c, name); ok {
+				if v.Dynamic {
+					// Known only at run time: the side that protects.
+					cfg[k] = map[string]string{"global": "true", "location": "global", "ignore-scripts": "false"}[k]
+				} else {
+					cfg[k] = v.Value
+				}
+			}
+		}
+	}
+	return cfg
 }
 
 func yarnCommand(sub string) bool {
@@ -852,6 +1061,111 @@ func (w *walker) pip(c *Command) {
 		}
 	}
 	c.Writes = append(c.Writes, Write{Path: "<system site-packages>", Tree: true})
+}
+
+// installTarget adds the directory a package manager installs into when
+// an option or a variable names it (cargo install --root, gem install
+// --install-dir, dotnet tool install --tool-path) or a mode sends it
+// outside the workspace (uv pip install --system, dotnet tool install
+// -g). The policy decides the default target of each by its rules.
+func (w *walker) installTarget(c *Command, base string) {
+	if c.Sub == 0 || c.Argv[c.Sub].Dynamic {
+		return
+	}
+	sub := c.Argv[c.Sub].Value
+	args := c.Argv[c.Sub+1:]
+	tree := func(a Arg) {
+		wr := w.resolveAt(c, a)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+	}
+	env := func(names ...string) (Arg, bool) {
+		for _, n := range names {
+			if v, ok := w.envValue(c, n); ok {
+				return v, true
+			}
+		}
+		return Arg{}, false
+	}
+	system := func() { c.Writes = append(c.Writes, Write{Path: "<system site-packages>", Tree: true}) }
+	switch {
+	case base == "cargo" && (sub == "install" || sub == "uninstall"):
+		if d, ok := optValue(args, "--root"); ok {
+			tree(d)
+		} else if d, ok := env("CARGO_INSTALL_ROOT", "CARGO_HOME"); ok {
+			tree(d)
+		}
+	case base == "uv" && sub == "pip":
+		if len(args) == 0 || args[0].Dynamic || !slices.Contains([]string{"install", "sync", "uninstall"}, args[0].Value) {
+			return
+		}
+		rest := args[1:]
+		if d, ok := optValue(rest, "--target", "--prefix"); ok {
+			tree(d)
+			return
+		}
+		for _, a := range rest {
+			if a.Value == "--system" || a.Value == "--break-system-packages" {
+				system()
+				return
+			}
+		}
+		if v, ok := env("UV_SYSTEM_PYTHON", "UV_BREAK_SYSTEM_PACKAGES"); ok && npmTrue(v.Value) {
+			system()
+			return
+		}
+		py, ok := optValue(rest, "--python", "-p")
+		if !ok {
+			py, ok = env("UV_PYTHON")
+		}
+		switch {
+		case ok && !py.Dynamic && strings.Contains(py.Value, "/"):
+			// An interpreter by path: the environment it belongs to.
+			tree(Arg{Value: path.Dir(path.Dir(py.Value))})
+		case ok:
+			system() // a version or a name: any interpreter uv finds
+		default:
+			if v, ok := env("VIRTUAL_ENV", "CONDA_PREFIX"); ok {
+				tree(v)
+			}
+		}
+	case (base == "gem" || base == "bundle" || base == "bundler") && (sub == "install" || sub == "update" || sub == "uninstall" || sub == "cleanup" || sub == "pristine"):
+		for _, name := range []string{"-i", "--install-dir", "-n", "--bindir", "--path"} {
+			if d, ok := optValue(args, name); ok {
+				tree(d)
+			}
+		}
+		for _, a := range args {
+			switch a.Value {
+			case "--user-install":
+				tree(Arg{Value: "~/.gem"})
+				if home, ok := w.lookup("HOME"); ok {
+					tree(Arg{Value: path.Join(home, ".local/share/gem")})
+				}
+			case "--deployment":
+				tree(Arg{Value: "vendor/bundle"})
+			}
+		}
+		if d, ok := env("GEM_HOME", "BUNDLE_PATH"); ok {
+			tree(d)
+		}
+	case base == "dotnet" && sub == "tool":
+		if len(args) == 0 || args[0].Dynamic || args[0].Value == "list" || args[0].Value == "search" {
+			return
+		}
+		if d, ok := optValue(args, "--tool-path"); ok {
+			tree(d)
+		}
+		for _, a := range args {
+			if a.Value == "-g" || a.Value == "--global" {
+				if home, ok := w.lookup("HOME"); ok {
+					tree(Arg{Value: path.Join(home, ".dotnet/tools")})
+				} else {
+					c.Writes = append(c.Writes, Write{Path: "~/.dotnet/tools", Tree: true})
+				}
+			}
+		}
+	}
 }
 
 // runner handles the tools that run another program in a prepared
