@@ -696,6 +696,16 @@ func (p *Policy) Stands(file, name string) bool {
 	return false
 }
 
+// Knows reports whether a rule names the program base exactly (a rule
+// for every program, such as version-and-help, does not count).
+func (p *Policy) Knows(base string) bool {
+	ix := p.index
+	if ix == nil {
+		ix = newIndex(p.Rules)
+	}
+	return len(ix.lookup(base)) > 0
+}
+
 // Emits returns the variables whose assignments the output of argv is,
 // when the first rule that surely matches it says so (`emits`): `eval
 // "$(dircolors -b)"` only sets LS_COLORS. ok is false when no such rule
