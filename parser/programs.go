@@ -450,7 +450,7 @@ func writeSpecFor(base string) (writeSpec, bool) {
 		return writeSpec{ops: "none"}, true
 	case "patch":
 		return writeSpec{ops: "first", spec: optSpec{value: "pidoBDFrVYzg", longValue: []string{"--strip", "--input", "--directory", "--output", "--prefix", "--reject-file", "--backup-if-mismatch", "--suffix", "--basename-prefix", "--fuzz"}}, out: []string{"-o", "--output", "-r", "--reject-file"}, dir: []string{"-d", "--directory"}}, true
-	case "ex", "ed":
+	case "ed":
 		return writeSpec{ops: "all"}, true
 	case "xxd":
 		return writeSpec{ops: "second", spec: optSpec{value: "cglosC", longValue: []string{"-cols", "-groupsize", "-len", "-seek", "-offset"}}}, true
