@@ -292,7 +292,6 @@ func (w *walker) multiplexer(s *syntax.Stmt, c *Command, base string) {
 			return
 		}
 		if x, ok := has(opts, "-X"); ok {
-			all := append([]Arg{x}, ops...)
 			switch {
 			case x.Dynamic:
 				w.unknownAt(c.Pos, "screen -X of a command that is not literal", x.Value)
@@ -300,8 +299,6 @@ func (w *walker) multiplexer(s *syntax.Stmt, c *Command, base string) {
 				typed(ops)
 			case x.Value == "exec" || x.Value == "screen":
 				cmdAt(ops, "", c.Cwd)
-			default:
-				_ = all
 			}
 			return
 		}
