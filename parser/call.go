@@ -67,6 +67,23 @@ func (w *walker) call(s *syntax.Stmt, ce *syntax.CallExpr) {
 	w.command(s, c)
 }
 
+// envValue returns the value the variable name has in c's environment:
+// a prefix assignment (`NAME=v cmd`, `env NAME=v cmd`) or the shell's
+// variable. ok is false when the parser does not know it is set; a value
+// known only at run time is Dynamic.
+func (w *walker) envValue(c *Command, name string) (Arg, bool) {
+	if v, ok := c.EnvValues[name]; ok {
+		return v, true
+	}
+	if v, ok := w.lookup(name); ok {
+		return Arg{Value: v}, true
+	}
+	if b, _ := w.st.vars.get(name); b.how == unknownVal {
+		return Arg{Value: "$" + name, Dynamic: true}, true
+	}
+	return Arg{}, false
+}
+
 // withPATH runs fn, a command given PATH=v before it, with PATH set to v
 // and exported, as bash does both to find the command and for the
 // programs it starts; then it puts PATH back.

@@ -69,6 +69,11 @@ type Options struct {
 	// "$(dircolors -b)"` is then assignments of LS_COLORS, of a value
 	// known only at run time, rather than code the parser cannot see.
 	Emits func(argv []string) ([]string, bool)
+	// Knows, when set, reports whether a rule of the policy names the
+	// program name (a base name). A program it does not know may be a
+	// wrapper no table knows: the command lines among its arguments are
+	// walked too.
+	Knows func(name string) bool
 	// EnvComplete says that Env is the whole environment the source
 	// starts with (bash -c, not a login or interactive shell, whose
 	// start-up files may set more): a name not in it, and not one bash

@@ -86,6 +86,8 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.npm(s, c, base)
 	case base == "pip" || base == "pip3":
 		w.pip(c)
+	case base == "cargo" || base == "uv" || base == "gem" || base == "bundle" || base == "bundler" || base == "dotnet":
+		w.installTarget(c, base)
 	case base == "tar" || base == "gtar" || base == "bsdtar":
 		w.tar(c)
 	case base == "unzip":
@@ -130,6 +132,13 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		}
 	case base == "gcc" || base == "g++" || base == "cc" || base == "c++" || base == "clang" || base == "clang++" || base == "ld" || base == "rustc":
 		w.outputs(c, "-o", "--out-dir")
+	case base == "gdb" || base == "lldb" || base == "cgdb":
+		w.debugger(s, c)
+	case base == "tmux" || base == "screen":
+		w.multiplexer(s, c, base)
+	case base == "ed" || base == "red":
+		w.knownWrites(c, mustSpec("ed"))
+		w.edScript(s, c)
 	default:
 		if ws, ok := writeSpecFor(base); ok {
 			w.knownWrites(c, ws)
@@ -139,6 +148,237 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	// left it with no argv.
 	if len(c.Argv) > 0 && strings.Contains(name, "/") && c.Script == "" {
 		w.execPath(s, c)
+	}
+	if len(c.Argv) > 0 && c.Script == "" && w.opts.Knows != nil && !w.opts.Knows(base) && !isShell(base) {
+		w.embedded(s, c)
+	}
+}
+
+// embedded walks the commands that a program no rule knows may run: it
+// may be a wrapper no table knows (fakeroot CMD, bwrap … CMD), so the
+// words after a `--`, the first word that names a program a rule knows
+// and has arguments of its own, and every argument that is a command line
+// for a program a rule knows are classified too. What it really runs can
+// only be as bad as these; the program itself stays an unknown program.
+// A known name alone is taken for a subcommand (npx husky init).
+func (w *walker) embedded(s *syntax.Stmt, c *Command) {
+	known := func(a Arg) bool {
+		if a.Dynamic || a.Value == "" || strings.HasPrefix(a.Value, "-") || strings.ContainsAny(a.Value, " \t\n=") {
+			return false
+		}
+		b := baseName(a.Value)
+		switch b {
+		case "script", "watch", "time", "exec", "command", "builtin":
+			return false // words more often than wrappers
+		}
+		_, wrap := wrapperFor(b)
+		return isShell(b) || wrap || w.opts.Knows(b)
+	}
+	run := func(argv []Arg) {
+		next := *c
+		next.Argv = argv
+		next.Sub = 0
+		next.Writes = nil
+		next.WritesKnown = false
+		next.Script = ""
+		next.Wrappers = append(append([]string(nil), c.Wrappers...), baseName(c.Argv[0].Value))
+		w.subshell(func() { w.command(s, next) })
+	}
+	args := c.Argv[1:]
+	found := false
+	for i, a := range args {
+		switch {
+		case !a.Dynamic && a.Value == "--":
+			if i+1 < len(args) && !found {
+				run(args[i+1:])
+			}
+			return
+		case !found && i+1 < len(args) && known(a):
+			found = true
+			run(args[i:])
+		case !a.Dynamic && strings.ContainsAny(a.Value, " \t\n;|&"):
+			if f := strings.Fields(a.Value); len(f) > 0 && known(Arg{Value: f[0]}) {
+				w.subshell(func() { w.code(s.Pos(), baseName(c.Argv[0].Value), a.Value) })
+			}
+		}
+	}
+}
+
+// debugger: gdb --args PROG and lldb -- PROG run PROG; shell commands
+// given with -ex run too, and a command file or a scripting language
+// is code the parser cannot read.
+func (w *walker) debugger(s *syntax.Stmt, c *Command) {
+	args := c.Argv[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a.Dynamic {
+			continue
+		}
+		v := a.Value
+		next := func() (Arg, bool) {
+			if _, after, ok := strings.Cut(v, "="); ok && strings.HasPrefix(v, "--") {
+				return Arg{Value: after}, true
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i], true
+			}
+			return Arg{}, false
+		}
+		switch {
+		case v == "--args" || v == "--" || v == "-args":
+			if i+1 < len(args) {
+				n := *c
+				n.Argv = args[i+1:]
+				n.Writes, n.WritesKnown, n.Sub = nil, false, 0
+				n.Wrappers = append(append([]string(nil), c.Wrappers...), baseName(c.Argv[0].Value))
+				w.subshell(func() { w.command(s, n) })
+			}
+			return
+		case v == "-ex" || v == "-iex" || v == "-eval-command" || strings.HasPrefix(v, "--eval-command") ||
+			v == "-o" || v == "--one-line" || v == "-O" || v == "--one-line-before-file" || v == "-k" || v == "--source-on-crash":
+			cmd, ok := next()
+			if !ok {
+				continue
+			}
+			t := strings.TrimSpace(cmd.Value)
+			switch {
+			case cmd.Dynamic:
+				w.unknownAt(c.Pos, "debugger command is not literal", cmd.Value)
+			case strings.HasPrefix(t, "!") || strings.HasPrefix(t, "shell "):
+				code := strings.TrimPrefix(strings.TrimPrefix(t, "!"), "shell ")
+				w.subshell(func() { w.code(s.Pos(), baseName(c.Argv[0].Value)+" shell", code) })
+			case strings.HasPrefix(t, "python") || strings.HasPrefix(t, "pi ") || strings.HasPrefix(t, "pipe") || strings.HasPrefix(t, "|") ||
+				strings.HasPrefix(t, "script") || strings.HasPrefix(t, "platform") || strings.HasPrefix(t, "source") ||
+				strings.HasPrefix(t, "guile") || strings.HasPrefix(t, "call") || strings.HasPrefix(t, "command script"):
+				w.unknownAt(c.Pos, "debugger command runs code: "+t, c.Text)
+			}
+		case v == "-x" || v == "-ix" || v == "--command" || strings.HasPrefix(v, "--command=") || v == "-s" || v == "--source" ||
+			v == "-S" || v == "--source-before-file" || strings.HasPrefix(v, "--init-command") || v == "-p" || v == "--pid" || strings.HasPrefix(v, "--pid="):
+			w.unknownAt(c.Pos, "debugger runs a command file or attaches to a running process: "+v, c.Text)
+			next()
+		}
+	}
+}
+
+// multiplexer: tmux and screen run the command a session, window or pane
+// starts with (one word is shell code, several a command), and what
+// send-keys or stuff types into a shell, whose directory is unknown.
+func (w *walker) multiplexer(s *syntax.Stmt, c *Command, base string) {
+	args := c.Argv[1:]
+	cmdAt := func(args []Arg, values string, cwd string) {
+		opts, ops, ok := optSpec{value: values}.scan(args)
+		if !ok {
+			w.unknownAt(c.Pos, base+" with an option that is not literal", c.Text)
+			return
+		}
+		if d, ok := has(opts, "-c"); ok && base == "tmux" {
+			cwd = resolveIn(d, cwd).Path
+		}
+		for len(ops) > 1 && !ops[0].Dynamic && isDigits(ops[0].Value) {
+			ops = ops[1:]
+		}
+		switch {
+		case len(ops) == 1:
+			if ops[0].Dynamic {
+				w.unknownAt(c.Pos, base+" runs a command that is not literal", ops[0].Value)
+				return
+			}
+			w.subshell(func() { w.st.cwd = cwd; w.code(s.Pos(), base, ops[0].Value) })
+		case len(ops) > 1:
+			n := *c
+			n.Argv, n.Cwd = ops, cwd
+			n.Writes, n.WritesKnown, n.Sub = nil, false, 0
+			n.Wrappers = append(append([]string(nil), c.Wrappers...), base)
+			w.subshell(func() { w.command(s, n) })
+		}
+	}
+	typed := func(keys []Arg) {
+		var parts []string
+		for _, k := range keys {
+			if k.Dynamic {
+				w.unknownAt(c.Pos, base+" types text that is not literal", k.Value)
+				return
+			}
+			switch k.Value {
+			case "Enter", "C-m", "KPEnter", "C-j", "Escape", "C-c", "C-d", "Space", "Tab":
+				parts = append(parts, "\n")
+				continue
+			}
+			parts = append(parts, strings.NewReplacer("^M", "\n", "\\n", "\n", "\\r", "\n", "\r", "\n").Replace(k.Value))
+		}
+		if text := strings.Join(parts, ""); strings.TrimSpace(text) != "" {
+			w.subshell(func() { w.st.cwd = ""; w.code(s.Pos(), base+" typed", text) })
+		}
+	}
+	if base == "screen" {
+		opts, ops, ok := optSpec{value: "SceptThsX", longValue: []string{"-Logfile"}}.scan(args)
+		if !ok {
+			w.unknownAt(c.Pos, "screen with an option that is not literal", c.Text)
+			return
+		}
+		if x, ok := has(opts, "-X"); ok {
+			switch {
+			case x.Dynamic:
+				w.unknownAt(c.Pos, "screen -X of a command that is not literal", x.Value)
+			case x.Value == "stuff":
+				typed(ops)
+			case x.Value == "exec" || x.Value == "screen":
+				cmdAt(ops, "", c.Cwd)
+			}
+			return
+		}
+		if len(ops) > 0 {
+			cmdAt(ops, "", c.Cwd)
+		}
+		return
+	}
+	// tmux [-L socket] [-S path] [-f file] [-c shell-command] COMMAND …
+	i := 0
+	for i < len(args) && !args[i].Dynamic && strings.HasPrefix(args[i].Value, "-") && args[i].Value != "--" {
+		v := args[i].Value
+		if v == "-c" && i+1 < len(args) {
+			cmdAt(args[i+1:i+2], "", c.Cwd)
+		}
+		if v == "-L" || v == "-S" || v == "-f" || v == "-c" || v == "-T" {
+			i++
+		}
+		i++
+	}
+	// tmux commands may be chained with ";".
+	for i < len(args) {
+		j := i + 1
+		for j < len(args) && (args[j].Dynamic || args[j].Value != ";" && args[j].Value != "\\;") {
+			j++
+		}
+		sub, rest := args[i], args[i+1:j]
+		i = j + 1
+		if sub.Dynamic {
+			w.unknownAt(c.Pos, "tmux command is not literal", sub.Value)
+			continue
+		}
+		switch sub.Value {
+		case "new", "new-session", "neww", "new-window", "splitw", "split-window", "respawn-pane", "respawnp",
+			"respawn-window", "respawnw", "display-popup", "popup", "pipe-pane", "pipep", "run-shell", "run":
+			cmdAt(rest, "censtFxylpwhTdEMbRI", c.Cwd)
+		case "send-keys", "send":
+			_, keys, _ := optSpec{value: "tNX"}.scan(rest)
+			typed(keys)
+		case "if-shell", "if":
+			_, ops, _ := optSpec{value: "t"}.scan(rest)
+			if len(ops) > 0 {
+				cmdAt(ops[:1], "", c.Cwd)
+			}
+			for _, o := range ops[min(1, len(ops)):] {
+				if o.Dynamic {
+					w.unknownAt(c.Pos, "tmux if-shell runs a command that is not literal", o.Value)
+				} else {
+					w.unknownAt(c.Pos, "tmux if-shell runs tmux commands", o.Value)
+				}
+			}
+		case "source-file", "source", "command-prompt", "confirm-before", "bind-key", "bind", "set-hook":
+			w.unknownAt(c.Pos, "tmux "+sub.Value+" runs commands the parser cannot see", c.Text)
+		}
 	}
 }
 
@@ -267,7 +507,7 @@ func writeSpecFor(base string) (writeSpec, bool) {
 		return writeSpec{ops: "none"}, true
 	case "patch":
 		return writeSpec{ops: "first", spec: optSpec{value: "pidoBDFrVYzg", longValue: []string{"--strip", "--input", "--directory", "--output", "--prefix", "--reject-file", "--backup-if-mismatch", "--suffix", "--basename-prefix", "--fuzz"}}, out: []string{"-o", "--output", "-r", "--reject-file"}, dir: []string{"-d", "--directory"}}, true
-	case "ex", "ed":
+	case "ed":
 		return writeSpec{ops: "all"}, true
 	case "xxd":
 		return writeSpec{ops: "second", spec: optSpec{value: "cglosC", longValue: []string{"-cols", "-groupsize", "-len", "-seek", "-offset"}}}, true
@@ -1398,4 +1638,82 @@ func (w *walker) stdinText(s *syntax.Stmt) (string, bool) {
 // that never need it do not pay for it at start-up.
 func lazyRE(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
+// edScript: ed reads its commands from standard input. `!CMD` (alone, or
+// as the file of r, e and w) runs CMD through the shell; w FILE, e FILE
+// and f FILE name other files it writes. A script the parser cannot read
+// may do any of these.
+func (w *walker) edScript(s *syntax.Stmt, c *Command) {
+	text, ok := w.stdinText(s)
+	if !ok {
+		if w.fromTerminal(s) {
+			c.Opaque = true
+			return
+		}
+		w.unknownAt(c.Pos, "ed reads its commands from standard input", c.Text)
+		return
+	}
+	file := ""
+	if ops := operands(c); len(ops) > 0 && !ops[len(ops)-1].Dynamic {
+		file = ops[len(ops)-1].Value
+	}
+	shell := func(code string) {
+		code = strings.ReplaceAll(code, "%", file)
+		w.subshell(func() { w.code(s.Pos(), "ed !", code) })
+	}
+	input := false
+	for _, line := range strings.Split(text, "\n") {
+		if input {
+			input = line != "."
+			continue
+		}
+		i := 0
+	addr:
+		for i < len(line) {
+			switch ch := line[i]; {
+			case strings.IndexByte(" \t0123456789.,;$+-^", ch) >= 0:
+				i++
+			case ch == '\'':
+				i += 2
+			case ch == '/' || ch == '?':
+				j := i + 1
+				for j < len(line) && line[j] != ch {
+					if line[j] == '\\' {
+						j++
+					}
+					j++
+				}
+				i = j + 1
+			default:
+				break addr
+			}
+		}
+		if i >= len(line) {
+			continue
+		}
+		cmd := line[i:]
+		switch cmd[0] {
+		case 'a', 'i', 'c':
+			input = len(cmd) == 1 || strings.IndexByte("pln", cmd[1]) >= 0
+		case '!':
+			shell(cmd[1:])
+		case 'g', 'v', 'G', 'V':
+			if strings.ContainsAny(cmd, "!") || strings.HasSuffix(cmd, "\\") {
+				w.unknownAt(c.Pos, "ed global command runs commands the parser does not read", cmd)
+			}
+		case 'w', 'W', 'r', 'e', 'E', 'f':
+			arg := cmd[1:]
+			if strings.HasPrefix(cmd, "wq") {
+				arg = cmd[2:]
+			}
+			arg = strings.TrimSpace(arg)
+			switch {
+			case strings.HasPrefix(arg, "!"):
+				shell(arg[1:])
+			case arg != "" && cmd[0] != 'r':
+				c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: arg}))
+			}
+		}
+	}
 }

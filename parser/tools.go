@@ -3,6 +3,7 @@ package parser
 import (
 	"encoding/json"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -211,6 +212,7 @@ func findTakesValue(opt string) bool {
 // that runs programs. An alias (from -c, the environment, the step's own
 // `git config` or the configuration files) is expanded into what it runs.
 func (w *walker) git(s *syntax.Stmt, c *Command) {
+	w.gitEnv(c)
 	args := c.Argv
 	var cs []gitEntry
 	gitDir := ""
@@ -342,11 +344,191 @@ func (w *walker) git(s *syntax.Stmt, c *Command) {
 	}
 }
 
+// gitEnv applies the variables that move where git works: GIT_WORK_TREE
+// is --work-tree, GIT_DIR and the object and common directories are
+// repositories it writes, GIT_INDEX_FILE a file it writes.
+func (w *walker) gitEnv(c *Command) {
+	if v, ok := w.envValue(c, "GIT_WORK_TREE"); ok {
+		if v.Dynamic {
+			c.Cwd = ""
+		} else {
+			c.Cwd = resolveIn(v, c.Cwd).Path
+		}
+	}
+	for _, name := range []string{"GIT_DIR", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_INDEX_FILE"} {
+		if v, ok := w.envValue(c, name); ok {
+			wr := resolveIn(v, c.Cwd)
+			wr.Tree = name != "GIT_INDEX_FILE"
+			c.Writes = append(c.Writes, wr)
+		}
+	}
+}
+
+// gitHooks makes a git command unknown code when a command before it in
+// the step wrote into a repository's own files (.git/hooks, .git/config)
+// or over a tree that holds the repository: git runs the hooks and the
+// programs that configuration names, which the parser did not see.
+func (w *walker) gitHooks(c *Command) {
+	for _, prev := range w.facts.Commands {
+		if len(prev.Argv) > 0 && !prev.Argv[0].Dynamic && baseName(prev.Argv[0].Value) == "git" {
+			continue // git writes its own files
+		}
+		for _, wr := range prev.Writes {
+			if !wr.Resolved || harmlessDevice(wr.Path) {
+				continue
+			}
+			p := wr.Path + "/"
+			if strings.Contains(p, "/.git/") || wr.Tree && c.Cwd != "" && (c.Cwd+"/" == p || strings.HasPrefix(c.Cwd+"/", p)) {
+				w.unknownAt(c.Pos, "git may run hooks or configuration that the step wrote ("+wr.Path+")", c.Text)
+				return
+			}
+		}
+	}
+}
+
+// gitCodeOpts lists, per subcommand, the options whose value is shell
+// code git runs, and the short letter of each (0 for none).
+var gitCodeOpts = map[string][]struct {
+	long  string
+	short byte
+}{
+	"rebase":        {{"--exec", 'x'}},
+	"difftool":      {{"--extcmd", 'x'}},
+	"filter-branch": {{"--setup", 0}, {"--env-filter", 0}, {"--tree-filter", 0}, {"--index-filter", 0}, {"--parent-filter", 0}, {"--msg-filter", 0}, {"--commit-filter", 0}, {"--tag-name-filter", 0}},
+}
+
+// gitCode walks the code that the options and operands of git's
+// subcommands run: rebase --exec, difftool --extcmd, the filters of
+// filter-branch, submodule foreach and bisect run.
+func (w *walker) gitCode(s *syntax.Stmt, c *Command, sub int) {
+	name := c.Argv[sub].Value
+	args := c.Argv[sub+1:]
+	cwd := c.Cwd
+	run := func(via string, code Arg) {
+		if code.Dynamic {
+			w.unknownAt(c.Pos, "git "+via+" runs a command that is not literal", code.Value)
+			return
+		}
+		w.subshell(func() {
+			w.st.cwd = cwd
+			// What git tells the command: $LOCAL, $sm_path, $GIT_COMMIT.
+			for _, v := range []string{"LOCAL", "REMOTE", "MERGED", "BASE", "name", "sm_path", "displaypath", "sha1",
+				"toplevel", "path", "GIT_COMMIT", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
+				"GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE"} {
+				w.setVar(v, "", false)
+				w.export(v)
+			}
+			w.code(s.Pos(), "git "+via, code.Value)
+		})
+	}
+	if name == "filter-branch" {
+		// Every filter runs in DIR/t (DIR is -d, by default
+		// .git-rewrite at the top level, where filter-branch must run).
+		dir := Arg{Value: ".git-rewrite"}
+		if d, ok := optValue(args, "-d"); ok {
+			dir = d
+		}
+		wr := w.resolveAt(c, dir)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+		cwd = ""
+		if wr.Resolved {
+			cwd = path.Join(wr.Path, "t")
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a.Dynamic {
+			if looksLikeOption(a.Value) {
+				w.unknownAt(c.Pos, "git "+name+" option is not literal", a.Value)
+			}
+			continue
+		}
+		if a.Value == "--" {
+			break
+		}
+		for _, o := range gitCodeOpts[name] {
+			var code *Arg
+			consumed := false
+			switch {
+			case a.Value == o.long && i+1 < len(args):
+				code, consumed = &args[i+1], true
+			case strings.HasPrefix(a.Value, o.long+"="):
+				code = &Arg{Value: a.Value[len(o.long)+1:]}
+			case o.short != 0 && len(a.Value) > 1 && a.Value[0] == '-' && a.Value[1] != '-' && strings.IndexByte(a.Value, o.short) > 0:
+				// A cluster: the letter takes the rest of the word, or
+				// the next one.
+				rest := a.Value[strings.IndexByte(a.Value, o.short)+1:]
+				if rest != "" {
+					code = &Arg{Value: rest}
+				} else if i+1 < len(args) {
+					code, consumed = &args[i+1], true
+				}
+			}
+			if code == nil {
+				continue
+			}
+			text := *code
+			if name == "difftool" && !text.Dynamic {
+				text.Value += ` "$LOCAL" "$REMOTE"`
+			}
+			run(name+" "+o.long, text)
+			if consumed {
+				i++
+			}
+			break
+		}
+	}
+	// Subcommands whose operands are a command: one word is shell code,
+	// several are a command and its arguments.
+	var words []Arg
+	switch name {
+	case "submodule":
+		ops := args
+		for len(ops) > 0 && !ops[0].Dynamic && strings.HasPrefix(ops[0].Value, "-") {
+			ops = ops[1:]
+		}
+		if len(ops) == 0 || ops[0].Dynamic || ops[0].Value != "foreach" {
+			return
+		}
+		ops = ops[1:]
+		for len(ops) > 0 && !ops[0].Dynamic && strings.HasPrefix(ops[0].Value, "-") {
+			ops = ops[1:]
+		}
+		if len(ops) == 1 {
+			run("submodule foreach", ops[0])
+			return
+		}
+		words = ops
+	case "bisect":
+		if len(args) == 0 || args[0].Dynamic || args[0].Value != "run" {
+			return
+		}
+		words = args[1:]
+	default:
+		return
+	}
+	if len(words) == 0 {
+		return
+	}
+	next := *c
+	next.Argv = words
+	next.Sub = 0
+	next.Writes = nil
+	next.WritesKnown = false
+	next.Wrappers = append(append([]string(nil), c.Wrappers...), "git "+name)
+	w.subshell(func() { w.command(s, next) })
+}
+
 // gitSub adds the files that some subcommands write.
 func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int, config func() *gitConfig) {
+	w.gitHooks(c)
+	w.gitCode(s, c, sub)
+	args := c.Argv[sub+1:]
 	switch c.Argv[sub].Value {
 	case "config":
-		w.gitConfigCommand(c, sub)
+		w.gitConfigCommand(c, sub) // what later commands of the step see
+		w.gitConfig(c, args)       // a setting that makes git run a program
 	case "push", "send-pack", "http-push":
 		w.gitPushRefs(c, sub, config())
 	case "subtree":
@@ -355,16 +537,62 @@ func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int, config func() *gitC
 		w.outputs(c, "--output", "-o", "--output-directory")
 	case "archive", "bundle":
 		w.outputs(c, "--output", "-o")
+	case "init":
+		// git init [DIR] makes DIR/.git (or DIR, --bare), and
+		// --separate-git-dir the repository there.
+		opts, ops, _ := optSpec{value: "b", longValue: []string{"--initial-branch", "--object-format",
+			"--ref-format", "--template", "--separate-git-dir"}}.split(args)
+		dir := Arg{Value: "."}
+		if len(ops) > 0 {
+			dir = ops[0]
+		}
+		wr := w.resolveAt(c, dir)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+		if d, ok := has(opts, "--separate-git-dir"); ok {
+			wr := w.resolveAt(c, d)
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
+		}
+		c.WritesKnown = true
+		if _, ok := has(opts, "--template"); ok {
+			w.unknownAt(c.Pos, "git init --template installs hooks from a directory the parser cannot read", c.Text)
+		}
+	case "checkout-index":
+		// --prefix=P writes P followed by each path: into the directory
+		// P names, or beside it.
+		if p, ok := optValue(args, "--prefix"); ok {
+			v := p.Value
+			if !p.Dynamic && !strings.HasSuffix(v, "/") {
+				v = path.Dir(v)
+			}
+			wr := w.resolveAt(c, Arg{Value: v, Dynamic: p.Dynamic})
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
+		}
 	case "clone":
 		var ops []Arg
-		args := c.Argv[sub+1:]
 		for i := 0; i < len(args); i++ {
 			v := args[i].Value
 			switch {
 			case args[i].Dynamic:
 				ops = append(ops, args[i])
 			case v == "-b" || v == "--branch" || v == "-o" || v == "--origin" || v == "--depth" || v == "--reference" || v == "-c" || v == "--config" || v == "--template" || v == "--separate-git-dir" || v == "-u" || v == "--upload-pack" || v == "-j" || v == "--jobs" || v == "--filter" || v == "--shallow-since" || v == "--shallow-exclude":
+				if v == "--template" {
+					w.unknownAt(c.Pos, "git clone --template runs hooks from a directory the parser cannot read", c.Text)
+				}
+				if v == "--separate-git-dir" && i+1 < len(args) {
+					wr := w.resolveAt(c, args[i+1])
+					wr.Tree = true
+					c.Writes = append(c.Writes, wr)
+				}
 				i++
+			case strings.HasPrefix(v, "--template="):
+				w.unknownAt(c.Pos, "git clone --template runs hooks from a directory the parser cannot read", c.Text)
+			case strings.HasPrefix(v, "--separate-git-dir="):
+				wr := w.resolveAt(c, Arg{Value: v[len("--separate-git-dir="):]})
+				wr.Tree = true
+				c.Writes = append(c.Writes, wr)
 			case strings.HasPrefix(v, "-"):
 			default:
 				ops = append(ops, args[i])
@@ -386,29 +614,67 @@ func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int, config func() *gitC
 		c.Writes = append(c.Writes, wr)
 		c.WritesKnown = true
 	case "worktree":
-		if len(c.Argv) > sub+2 && c.Argv[sub+1].Value == "add" {
-			for _, a := range c.Argv[sub+2:] {
-				if a.Dynamic || !strings.HasPrefix(a.Value, "-") {
-					wr := w.resolveAt(c, a)
-					wr.Tree = true
-					c.Writes = append(c.Writes, wr)
-					break
-				}
-			}
+		// worktree add [-b B] PATH, worktree move OLD NEW: the new
+		// working tree, wherever it is.
+		if len(args) == 0 || args[0].Dynamic {
+			return
+		}
+		_, ops, _ := optSpec{value: "bB", longValue: []string{"--reason"}}.split(args[1:])
+		var dest *Arg
+		switch {
+		case args[0].Value == "add" && len(ops) > 0:
+			dest = &ops[0]
+		case args[0].Value == "move" && len(ops) > 1:
+			dest = &ops[1]
+		}
+		if dest != nil {
+			wr := w.resolveAt(c, *dest)
+			wr.Tree = true
+			c.Writes = append(c.Writes, wr)
 		}
 	}
-	for _, a := range c.Argv[sub+1:] {
+	for _, a := range args {
 		if a.Dynamic {
 			continue
 		}
-		if a.Value == "--ext-diff" || strings.HasPrefix(a.Value, "--exec=") || a.Value == "--exec" ||
+		if a.Value == "--ext-diff" || (a.Value == "--exec" || strings.HasPrefix(a.Value, "--exec=")) && c.Argv[sub].Value != "rebase" ||
 			strings.HasPrefix(a.Value, "--upload-pack") || strings.HasPrefix(a.Value, "--receive-pack") ||
-			strings.HasPrefix(a.Value, "--extcmd") || strings.HasPrefix(a.Value, "--tool") || a.Value == "-x" && c.Argv[sub].Value == "rebase" {
+			strings.HasPrefix(a.Value, "--tool") {
 			w.unknownAt(c.Pos, "git option runs a program: "+a.Value, c.Text)
 		}
 		if strings.HasPrefix(a.Value, "ext::") {
 			w.unknownAt(c.Pos, "git ext:: transport runs a command", a.Value)
 		}
+	}
+}
+
+// gitConfig: a key set to a program git runs (core.pager, alias.x=!…,
+// core.hooksPath) runs it in the git commands after it, in this step and
+// later ones.
+func (w *walker) gitConfig(c *Command, args []Arg) {
+	opts, ops, ok := optSpec{value: "ft", longValue: []string{"--file", "--blob", "--type", "--default", "--comment", "--value"}}.split(args)
+	if !ok {
+		w.unknownAt(c.Pos, "git config with an option that is not literal", c.Text)
+		return
+	}
+	if _, read := has(opts, "--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l", "--list", "--get-color",
+		"--get-colorbool", "--unset", "--unset-all", "--rename-section", "--remove-section", "-e", "--edit"); read {
+		return
+	}
+	if len(ops) > 0 && !ops[0].Dynamic {
+		switch ops[0].Value {
+		case "set":
+			ops = ops[1:]
+		case "get", "list", "unset", "rename-section", "remove-section", "edit":
+			return
+		}
+	}
+	if len(ops) < 2 {
+		return
+	}
+	if ops[0].Dynamic || ops[1].Dynamic && gitConfigRunsCode(ops[0].Value, "!") ||
+		!ops[1].Dynamic && gitConfigRunsCode(ops[0].Value, ops[1].Value) {
+		w.unknownAt(c.Pos, "git config sets a program that git runs", c.Text)
 	}
 }
 
@@ -439,17 +705,34 @@ func gitConfigRunsCode(key, value string) bool {
 	return false
 }
 
-// npm, yarn and pnpm: a script from package.json is read and classified.
+// npm, yarn and pnpm: a script from package.json is read and classified,
+// and so are the lifecycle scripts an install runs. The global modes
+// write the global prefix, outside the workspace.
 func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	args := c.Argv[1:]
 	dir := Arg{Value: "."}
 	var ops []Arg
+	global, ignoreScripts := false, false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		v := a.Value
 		if a.Dynamic {
 			ops = append(ops, a)
 			continue
+		}
+		// Booleans take a separate true or false too (nopt).
+		boolVal := func() string {
+			if _, after, ok := strings.Cut(v, "="); ok {
+				return after
+			}
+			if i+1 < len(args) && !args[i+1].Dynamic && (args[i+1].Value == "true" || args[i+1].Value == "false") {
+				i++
+				return args[i].Value
+			}
+			if i+1 < len(args) && args[i+1].Dynamic && looksLikeOption(args[i+1].Value) {
+				return args[i+1].Value
+			}
+			return "true"
 		}
 		switch {
 		case v == "--prefix" || v == "-C" || v == "--dir" || v == "--cwd":
@@ -460,6 +743,20 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 		case strings.HasPrefix(v, "--prefix=") || strings.HasPrefix(v, "--dir=") || strings.HasPrefix(v, "--cwd="):
 			_, d, _ := strings.Cut(v, "=")
 			dir = Arg{Value: d}
+		case v == "-g" || v == "--global" || strings.HasPrefix(v, "--global="):
+			global = global || npmTrue(boolVal())
+		case v == "--location" || strings.HasPrefix(v, "--location="):
+			loc := ""
+			if _, after, ok := strings.Cut(v, "="); ok {
+				loc = after
+			} else if i+1 < len(args) {
+				i++
+				loc = args[i].Value
+				global = global || args[i].Dynamic
+			}
+			global = global || loc == "global"
+		case v == "--ignore-scripts" || strings.HasPrefix(v, "--ignore-scripts="):
+			ignoreScripts = npmTrue(boolVal())
 		case v == "--filter" || v == "-F" || v == "-w" || v == "--workspace" || v == "--registry" || v == "--loglevel" || v == "--userconfig" || v == "--cache":
 			i++
 		case v == "--":
@@ -476,17 +773,40 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	} else {
 		c.Cwd = ""
 	}
-	if len(ops) == 0 || ops[0].Dynamic {
+	sub := ""
+	switch {
+	case len(ops) > 0 && !ops[0].Dynamic:
+		sub = ops[0].Value
+	case len(ops) == 0 && base == "yarn":
+		sub = "install" // yarn alone installs
+	}
+	runs := slices.Contains([]string{"run", "run-script", "rum", "urn", "test", "t", "tst", "start", "stop", "restart", "exec", "x"}, sub) ||
+		base == "yarn" && !yarnCommand(sub) || base == "pnpm" && !pnpmCommand(sub)
+	if sub != "" && !runs && !npmReadsOnly(sub) {
+		// The settings only matter to what installs.
+		cfg := w.npmConfig(c)
+		global = global || npmTrue(cfg["global"]) || cfg["location"] == "global"
+		if _, ok := cfg["ignore-scripts"]; ok && !ignoreScripts {
+			ignoreScripts = npmTrue(cfg["ignore-scripts"])
+		}
+	}
+	if global && len(ops) > 0 && (sub == "" || !npmReadsOnly(sub)) {
+		c.Writes = append(c.Writes, Write{Path: "<" + base + " global prefix>", Tree: true})
+	}
+	if len(ops) > 0 && ops[0].Dynamic || sub == "" {
 		return
 	}
 	for i, a := range c.Argv {
-		if i > 0 && a.Value == ops[0].Value {
+		if i > 0 && len(ops) > 0 && a.Value == ops[0].Value {
 			c.Sub = i
 			break
 		}
 	}
+	if hooks := npmLifecycle(base, sub); hooks != nil && !ignoreScripts && !global {
+		w.npmLifecycle(s, c, base, hooks)
+		return
+	}
 	script := ""
-	sub := ops[0].Value
 	if c.Cwd != "" && (sub == "pkg" && len(ops) > 1 && (ops[1].Dynamic || ops[1].Value != "get") || sub == "set-script" || sub == "init" || sub == "create") {
 		// These rewrite package.json, scripts and all.
 		c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: "package.json"}))
@@ -507,26 +827,8 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 	default:
 		return
 	}
-	if c.Cwd == "" {
-		return
-	}
-	pj := path.Join(c.Cwd, "package.json")
-	if real := w.locate(Arg{Value: pj}, "", true); real.Resolved && w.changed(real.Path) == rewritten {
-		w.runsChanged(c, pj)
-		return
-	}
-	if w.opts.ReadFile == nil {
-		return
-	}
-	data, err := w.opts.ReadFile(pj)
-	if err != nil {
-		return
-	}
-	var pkg struct {
-		Scripts map[string]string `json:"scripts"`
-	}
-	if json.Unmarshal(data, &pkg) != nil {
-		w.unknownAt(c.Pos, "package.json does not parse", pj)
+	pkg, pj, ok := w.packageJSON(c)
+	if !ok {
 		return
 	}
 	body, ok := pkg.Scripts[script]
@@ -554,6 +856,179 @@ func (w *walker) npm(s *syntax.Stmt, c *Command, base string) {
 			}
 		}
 	})
+}
+
+// packageJSON is what the parser reads of a package.json.
+type packageJSON struct {
+	Scripts              map[string]string `json:"scripts"`
+	Dependencies         map[string]any    `json:"dependencies"`
+	DevDependencies      map[string]any    `json:"devDependencies"`
+	OptionalDependencies map[string]any    `json:"optionalDependencies"`
+}
+
+// packageJSON reads the package.json in c's directory; ok is false when
+// there is none to read (a file that does not parse, or that the step
+// wrote first, is unknown code).
+func (w *walker) packageJSON(c *Command) (pkg packageJSON, file string, ok bool) {
+	if c.Cwd == "" {
+		return pkg, "", false
+	}
+	pj := path.Join(c.Cwd, "package.json")
+	if real := w.locate(Arg{Value: pj}, "", true); real.Resolved && w.changed(real.Path) == rewritten {
+		w.runsChanged(c, pj) // the step writes it first: what it runs is not known
+		return pkg, "", false
+	}
+	if w.opts.ReadFile == nil {
+		return pkg, "", false
+	}
+	data, err := w.opts.ReadFile(pj)
+	if err != nil {
+		return pkg, "", false
+	}
+	if json.Unmarshal(data, &pkg) != nil {
+		w.unknownAt(c.Pos, "package.json does not parse", pj)
+		return pkg, "", false
+	}
+	return pkg, pj, true
+}
+
+// npmLifecycle returns the scripts of a package that the subcommand runs
+// in it, or nil.
+func npmLifecycle(base, sub string) []string {
+	install := []string{"preinstall", "install", "postinstall", "preprepare", "prepare", "postprepare"}
+	switch sub {
+	case "install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isntall", "add", "ci", "clean-install",
+		"install-clean", "ic", "rebuild", "rb", "install-test", "it", "install-ci-test", "cit", "update", "up", "upgrade", "udpate":
+		if base == "yarn" && (sub == "i" || sub == "ci") {
+			return nil // not yarn commands: scripts of those names
+		}
+		return install
+	case "pack":
+		return []string{"prepack", "prepare", "postpack"}
+	case "version":
+		return []string{"preversion", "version", "postversion"}
+	}
+	return nil
+}
+
+// npmLifecycle walks the lifecycle scripts an install runs: the
+// package's own, and those of its direct dependencies whose package.json
+// can be read under node_modules.
+func (w *walker) npmLifecycle(s *syntax.Stmt, c *Command, base string, hooks []string) {
+	pkg, pj, ok := w.packageJSON(c)
+	if !ok {
+		return
+	}
+	walk := func(dir string, scripts map[string]string, via string, names []string) {
+		w.subshell(func() {
+			w.st.cwd = dir
+			for _, name := range names {
+				if text, ok := scripts[name]; ok && text != "" {
+					w.code(s.Pos(), base+" "+via+" "+name, text)
+				}
+			}
+		})
+	}
+	walk(c.Cwd, pkg.Scripts, "lifecycle "+pj, hooks)
+	if hooks[0] != "preinstall" {
+		return
+	}
+	var deps []string
+	for _, m := range []map[string]any{pkg.Dependencies, pkg.DevDependencies, pkg.OptionalDependencies} {
+		for name := range m {
+			deps = append(deps, name)
+		}
+	}
+	slices.Sort(deps)
+	deps = slices.Compact(deps)
+	for _, name := range deps[:min(len(deps), 500)] {
+		if strings.Contains(name, "..") {
+			continue
+		}
+		dir := path.Join(c.Cwd, "node_modules", name)
+		data, err := w.opts.ReadFile(path.Join(dir, "package.json"))
+		if err != nil {
+			continue
+		}
+		var dep packageJSON
+		if json.Unmarshal(data, &dep) != nil {
+			continue
+		}
+		walk(dir, dep.Scripts, "lifecycle of "+name, []string{"preinstall", "install", "postinstall"})
+	}
+}
+
+// npmReadsOnly reports the subcommands that only read, in the global
+// prefix as anywhere.
+func npmReadsOnly(sub string) bool {
+	switch sub {
+	case "ls", "list", "ll", "la", "root", "bin", "prefix", "outdated", "config", "c", "view", "info", "show", "v",
+		"search", "s", "help", "explain", "why", "query", "doctor", "fund", "ping", "whoami", "audit":
+		return true
+	}
+	return false
+}
+
+// npmTrue reports whether an npm boolean setting is on: anything but
+// false (and its empty and null spellings).
+func npmTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "false", "0", "null", "undefined", "no":
+		return false
+	}
+	return true
+}
+
+// npmConfig returns the settings that npm (and pnpm and yarn 1, which read
+// the same) takes from the environment (npm_config_NAME, in any case) and
+// from the .npmrc files of the project and the user: the keys global,
+// location and ignore-scripts. A value known only at run time is "?".
+func (w *walker) npmConfig(c *Command) map[string]string {
+	cfg := map[string]string{}
+	keys := []string{"global", "location", "ignore-scripts"}
+	read := func(file string) {
+		if w.opts.ReadFile == nil {
+			return
+		}
+		data, err := w.opts.ReadFile(file)
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || line[0] == '#' || line[0] == ';' {
+				continue
+			}
+			k, v, _ := strings.Cut(line, "=")
+			k = strings.ToLower(strings.TrimSpace(k))
+			if !strings.Contains(line, "=") {
+				v = "true"
+			}
+			if slices.Contains(keys, k) {
+				cfg[k] = strings.Trim(strings.TrimSpace(v), `"'`)
+			}
+		}
+	}
+	if home, ok := w.lookup("HOME"); ok && strings.HasPrefix(home, "/") {
+		read(path.Join(home, ".npmrc"))
+	}
+	if c.Cwd != "" {
+		read(path.Join(c.Cwd, ".npmrc"))
+	}
+	for _, k := range keys {
+		for _, name := range []string{"npm_config_" + k, "NPM_CONFIG_" + strings.ToUpper(k),
+			"npm_config_" + strings.ReplaceAll(k, "-", "_"), "NPM_CONFIG_" + strings.ToUpper(strings.ReplaceAll(k, "-", "_"))} {
+			if v, ok := w.envValue(c, name); ok {
+				if v.Dynamic {
+					// Known only at run time: the side that protects.
+					cfg[k] = map[string]string{"global": "true", "location": "global", "ignore-scripts": "false"}[k]
+				} else {
+					cfg[k] = v.Value
+				}
+			}
+		}
+	}
+	return cfg
 }
 
 func yarnCommand(sub string) bool {
@@ -662,6 +1137,111 @@ func (w *walker) pip(c *Command) {
 		}
 	}
 	c.Writes = append(c.Writes, Write{Path: "<system site-packages>", Tree: true})
+}
+
+// installTarget adds the directory a package manager installs into when
+// an option or a variable names it (cargo install --root, gem install
+// --install-dir, dotnet tool install --tool-path) or a mode sends it
+// outside the workspace (uv pip install --system, dotnet tool install
+// -g). The policy decides the default target of each by its rules.
+func (w *walker) installTarget(c *Command, base string) {
+	if c.Sub == 0 || c.Argv[c.Sub].Dynamic {
+		return
+	}
+	sub := c.Argv[c.Sub].Value
+	args := c.Argv[c.Sub+1:]
+	tree := func(a Arg) {
+		wr := w.resolveAt(c, a)
+		wr.Tree = true
+		c.Writes = append(c.Writes, wr)
+	}
+	env := func(names ...string) (Arg, bool) {
+		for _, n := range names {
+			if v, ok := w.envValue(c, n); ok {
+				return v, true
+			}
+		}
+		return Arg{}, false
+	}
+	system := func() { c.Writes = append(c.Writes, Write{Path: "<system site-packages>", Tree: true}) }
+	switch {
+	case base == "cargo" && (sub == "install" || sub == "uninstall"):
+		if d, ok := optValue(args, "--root"); ok {
+			tree(d)
+		} else if d, ok := env("CARGO_INSTALL_ROOT", "CARGO_HOME"); ok {
+			tree(d)
+		}
+	case base == "uv" && sub == "pip":
+		if len(args) == 0 || args[0].Dynamic || !slices.Contains([]string{"install", "sync", "uninstall"}, args[0].Value) {
+			return
+		}
+		rest := args[1:]
+		if d, ok := optValue(rest, "--target", "--prefix"); ok {
+			tree(d)
+			return
+		}
+		for _, a := range rest {
+			if a.Value == "--system" || a.Value == "--break-system-packages" {
+				system()
+				return
+			}
+		}
+		if v, ok := env("UV_SYSTEM_PYTHON", "UV_BREAK_SYSTEM_PACKAGES"); ok && npmTrue(v.Value) {
+			system()
+			return
+		}
+		py, ok := optValue(rest, "--python", "-p")
+		if !ok {
+			py, ok = env("UV_PYTHON")
+		}
+		switch {
+		case ok && !py.Dynamic && strings.Contains(py.Value, "/"):
+			// An interpreter by path: the environment it belongs to.
+			tree(Arg{Value: path.Dir(path.Dir(py.Value))})
+		case ok:
+			system() // a version or a name: any interpreter uv finds
+		default:
+			if v, ok := env("VIRTUAL_ENV", "CONDA_PREFIX"); ok {
+				tree(v)
+			}
+		}
+	case (base == "gem" || base == "bundle" || base == "bundler") && (sub == "install" || sub == "update" || sub == "uninstall" || sub == "cleanup" || sub == "pristine"):
+		for _, name := range []string{"-i", "--install-dir", "-n", "--bindir", "--path"} {
+			if d, ok := optValue(args, name); ok {
+				tree(d)
+			}
+		}
+		for _, a := range args {
+			switch a.Value {
+			case "--user-install":
+				tree(Arg{Value: "~/.gem"})
+				if home, ok := w.lookup("HOME"); ok {
+					tree(Arg{Value: path.Join(home, ".local/share/gem")})
+				}
+			case "--deployment":
+				tree(Arg{Value: "vendor/bundle"})
+			}
+		}
+		if d, ok := env("GEM_HOME", "BUNDLE_PATH"); ok {
+			tree(d)
+		}
+	case base == "dotnet" && sub == "tool":
+		if len(args) == 0 || args[0].Dynamic || args[0].Value == "list" || args[0].Value == "search" {
+			return
+		}
+		if d, ok := optValue(args, "--tool-path"); ok {
+			tree(d)
+		}
+		for _, a := range args {
+			if a.Value == "-g" || a.Value == "--global" {
+				if home, ok := w.lookup("HOME"); ok {
+					tree(Arg{Value: path.Join(home, ".dotnet/tools")})
+				} else {
+					c.Writes = append(c.Writes, Write{Path: "~/.dotnet/tools", Tree: true})
+				}
+			}
+		}
+	}
 }
 
 // runner handles the tools that run another program in a prepared

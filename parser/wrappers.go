@@ -73,6 +73,27 @@ func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
 	return opts, nil, true
 }
 
+// split is scan for programs that take options after operands too (GNU
+// getopt and git's parse-options permute them): the options among all of
+// args, and the operands in order.
+func (sp optSpec) split(args []Arg) (opts []opt, ops []Arg, ok bool) {
+	ok = true
+	for len(args) > 0 {
+		o, rest, sure := sp.scan(args)
+		opts = append(opts, o...)
+		ok = ok && sure
+		if len(rest) == 0 {
+			break
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1].Value == "--" && !args[len(args)-len(rest)-1].Dynamic {
+			return opts, append(ops, rest...), ok
+		}
+		ops = append(ops, rest[0])
+		args = rest[1:]
+	}
+	return opts, ops, ok
+}
+
 // looksLikeOption reports whether a dynamic word may expand to an option.
 func looksLikeOption(raw string) bool {
 	return strings.HasPrefix(raw, "$") && !strings.HasPrefix(raw, "$(")

@@ -293,8 +293,10 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 			out = append(out, Reason{Rule: "script", Pos: c.Pos, Text: what})
 			break
 		}
+		unknown := true
 		switch {
 		case len(matched) == 0 && c.Builtin:
+			unknown = false
 			out = append(out, Reason{Rule: "builtin", Pos: c.Pos, Text: text})
 		case len(matched) == 0:
 			cls = max(cls, p.UnknownProgram)
@@ -314,6 +316,11 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 			out = append(out, Reason{Rule: "unknown_program", At: p.location("classes.unknown_program"),
 				Pos: c.Pos, Text: name + " is path-qualified and does not inherit the trust of " + base,
 				Class: p.UnknownProgram})
+		default:
+			unknown = false
+		}
+		if unknown && !c.WritesKnown {
+			out = append(out, p.namedPaths(c, ctx)...)
 		}
 	}
 	if p.SelfProtect {
@@ -372,6 +379,45 @@ func (p *Policy) writes(c *Command, ctx Context, cls Class) []Reason {
 		} else if where := p.where(c.Cwd, ctx); where == "" {
 			out = append(out, Reason{Rule: "outside_write", At: p.location("classes.outside_write"),
 				Pos: c.Pos, Text: "runs in " + c.Cwd + ", outside the workspace", Class: p.OutsideWrite})
+		}
+	}
+	return out
+}
+
+// namedPaths classifies the paths an unknown program names in its
+// arguments (/dev/sda, of=/dev/sdb, --target=/etc/x, -o/boot/x) by the
+// path rules: a program no rule knows may write what it names, and a
+// device or a system tree makes it change the machine. Paths that no path
+// rule classes above the unknown program add nothing: its working
+// directory is what it is taken to write.
+func (p *Policy) namedPaths(c *Command, ctx Context) []Reason {
+	var out []Reason
+	for _, a := range c.Argv[1:] {
+		if a.Dynamic {
+			continue
+		}
+		v := a.Value
+		if i := strings.IndexByte(v, '='); i >= 0 && !strings.HasPrefix(v, "/") {
+			v = v[i+1:]
+		} else if len(v) > 2 && v[0] == '-' && v[1] != '-' && !strings.HasPrefix(v, "/") {
+			if i := strings.IndexByte(v, '/'); i > 0 {
+				v = v[i:] // -o/dev/sda
+			}
+		}
+		if !strings.HasPrefix(v, "/") {
+			continue
+		}
+		w := Write{Path: path.Clean(v), Resolved: true}
+		for i := range p.Paths {
+			r := &p.Paths[i]
+			if !r.matches(w.Path, ctx.Home) {
+				continue
+			}
+			if r.Class > p.UnknownProgram {
+				out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "names " + w.Path + ", which " + path.Base(c.Argv[0].Value) + " may write",
+					Class: r.Class, Egress: r.Egress, Verdict: r.Verdict, Message: r.Message})
+			}
+			break
 		}
 	}
 	return out
@@ -766,6 +812,16 @@ func (p *Policy) Stands(file, name string) bool {
 		}
 	}
 	return false
+}
+
+// Knows reports whether a rule names the program base exactly (a rule
+// for every program, such as version-and-help, does not count).
+func (p *Policy) Knows(base string) bool {
+	ix := p.index
+	if ix == nil {
+		ix = newIndex(p.Rules)
+	}
+	return len(ix.lookup(base)) > 0
 }
 
 // Emits returns the variables whose assignments the output of argv is,

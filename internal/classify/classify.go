@@ -83,11 +83,12 @@ func Decide(src string, o Options) Result {
 	}
 	var stands func(file, name string) bool
 	var emits func(argv []string) ([]string, bool)
+	var knows func(string) bool
 	if o.Policy != nil {
-		stands, emits = o.Policy.Stands, o.Policy.Emits
+		stands, emits, knows = o.Policy.Stands, o.Policy.Emits, o.Policy.Knows
 	}
 	facts := parser.Parse(src, parser.Options{Cwd: o.Cwd, Env: o.Env, ReadFile: read, POSIX: o.POSIX,
-		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, EnvComplete: o.EnvComplete,
+		Terminal: o.Terminal, LookPath: look, Cache: o.Cache, Stands: stands, Emits: emits, Knows: knows, EnvComplete: o.EnvComplete,
 		Readlink: readlink})
 	if o.BashRejects {
 		facts.Err = nil

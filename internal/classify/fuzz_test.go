@@ -64,7 +64,7 @@ func FuzzClassify(f *testing.F) {
 		if err := syntax.NewPrinter().Print(&b, file); err != nil {
 			t.Fatalf("print %q: %v", src, err)
 		}
-		again := parser.Parse(b.String(), parser.Options{Cwd: opts.Cwd, Env: opts.Env})
+		again := parser.Parse(b.String(), parser.Options{Cwd: opts.Cwd, Env: opts.Env, Knows: p.Knows})
 		if again.Err != nil {
 			// mvdan's printer can produce text it cannot parse back; that
 			// is its bug, not ours, but the facts must still be protective.
