@@ -767,7 +767,11 @@ func TestSessionViewPipeFed(t *testing.T) {
 	t.Parallel()
 	ws := sessWorkspace(t)
 	kept, dropped := harmless(t), harmless(t)
-	sessWrite(t, filepath.Join(ws, "tool.py"), "import sys\nopen(sys.argv[1], 'w').write('x\\n')\nsys.exit(int(sys.argv[2]))\n")
+	// The tool reads where it writes from a file: a path named on the
+	// command line would make the line a machine step.
+	sessWrite(t, filepath.Join(ws, "tool.py"), "import sys\nopen(open(sys.argv[1]).read(), 'w').write('x\\n')\nsys.exit(int(sys.argv[2]))\n")
+	sessWrite(t, filepath.Join(ws, "kept.path"), kept)
+	sessWrite(t, filepath.Join(ws, "dropped.path"), dropped)
 	state := t.TempDir()
 	cmd := exec.Command(undoshBin)
 	cmd.Args = []string{"bash"}
@@ -803,8 +807,8 @@ func TestSessionViewPipeFed(t *testing.T) {
 	if ns := ask("readlink /proc/self/ns/mnt", 0); ns == host+"\n" {
 		t.Errorf("the session's bash runs in the machine's mount namespace")
 	}
-	ask("python3 tool.py "+kept+" 0", 0)
-	ask("python3 tool.py "+dropped+" 0", 3)
+	ask("python3 tool.py kept.path 0", 0)
+	ask("python3 tool.py dropped.path 0", 3)
 	if got := ask(fmt.Sprintf("cat %s; test -e %s || echo gone", kept, dropped), 0); got != "x\ngone\n" {
 		t.Errorf("the session sees %q, want the kept file and not the dropped one", got)
 	}
@@ -880,8 +884,9 @@ func TestSessionViewInteractive(t *testing.T) {
 	t.Parallel()
 	tm := newTerm(t, undoshBin+" -i", "")
 	p := harmless(t)
-	sessWrite(t, filepath.Join(tm.ws, "tool.py"), "import sys\nopen(sys.argv[1], 'w').write('x\\n')\nsys.exit(1)\n")
-	if out := tm.line("python3 tool.py " + p); !strings.Contains(out, "was dropped") {
+	sessWrite(t, filepath.Join(tm.ws, "tool.py"), "import sys\nopen(open(sys.argv[1]).read(), 'w').write('x\\n')\nsys.exit(1)\n")
+	sessWrite(t, filepath.Join(tm.ws, "p.path"), p)
+	if out := tm.line("python3 tool.py p.path"); !strings.Contains(out, "was dropped") {
 		t.Errorf("want the notice that the write was dropped; got %q", out)
 	}
 	if out := tm.line("test -e " + p + " || echo gone"); out != "gone\n" {
