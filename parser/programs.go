@@ -169,6 +169,10 @@ type writeSpec struct {
 	eq []string
 	// readOnly options make the program write nothing (gzip -c, tar -t).
 	readOnly []string
+	// stream: the program opens what it writes and writes into it
+	// ([Write].Stream), unless it is given an option outside keep.
+	stream bool
+	keep   []string
 }
 
 func writeSpecFor(base string) (writeSpec, bool) {
@@ -180,25 +184,35 @@ func writeSpecFor(base string) (writeSpec, bool) {
 	case "mkdir":
 		return writeSpec{ops: "all", spec: optSpec{value: "mZ", longValue: []string{"--mode", "--context"}}}, true
 	case "truncate":
-		return writeSpec{ops: "all", spec: optSpec{value: "sr", longValue: []string{"--size", "--reference"}}}, true
-	case "tee", "sponge":
-		return writeSpec{ops: "all", spec: optSpec{longValue: []string{"--output-error"}}}, true
+		return writeSpec{ops: "all", spec: optSpec{value: "sr", longValue: []string{"--size", "--reference"}}, stream: true}, true
+	case "tee":
+		return writeSpec{ops: "all", spec: optSpec{longValue: []string{"--output-error"}}, stream: true}, true
+	case "sponge":
+		return writeSpec{ops: "all", stream: true, keep: []string{"-a"}}, true
 	case "chown", "chgrp", "chattr":
 		return writeSpec{ops: "skipfirst", spec: optSpec{longValue: []string{"--from"}}}, true
 	case "setfacl":
 		return writeSpec{ops: "all", spec: optSpec{value: "mMxX", longValue: []string{"--modify", "--remove", "--set", "--modify-file", "--remove-file", "--set-file"}}}, true
-	case "cp", "install", "ln", "rsync", "scp":
+	case "cp":
+		// cp opens an existing destination and writes into it, unless
+		// it is told to link, back up, remove or keep attributes.
+		ws := mustSpec("install")
+		ws.stream = true
+		ws.keep = []string{"-f", "--force", "-i", "--interactive", "-n", "--no-clobber", "-u", "--update", "-v", "--verbose",
+			"-T", "--no-target-directory", "-L", "--dereference", "-H", "-r", "-R", "--recursive"}
+		return ws, true
+	case "install", "ln", "rsync", "scp":
 		return writeSpec{ops: "last", spec: optSpec{value: "tSmogTe", longValue: []string{"--target-directory", "--suffix", "--mode", "--owner", "--group", "--backup", "--exclude", "--include", "--filter", "--rsh", "--files-from", "--exclude-from", "--include-from", "--chmod", "--log-file", "--partial-dir", "--temp-dir", "--link-dest", "--compare-dest", "--copy-dest", "--password-file", "--rsync-path"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "mv":
 		return writeSpec{ops: "all", spec: optSpec{value: "tS", longValue: []string{"--target-directory", "--suffix", "--backup"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "dd":
-		return writeSpec{ops: "none", eq: []string{"of="}}, true
+		return writeSpec{ops: "none", eq: []string{"of="}, stream: true}, true
 	case "sort":
-		return writeSpec{ops: "none", spec: optSpec{value: "ktoST", longValue: []string{"--key", "--field-separator", "--output", "--buffer-size", "--temporary-directory", "--parallel", "--batch-size", "--files0-from", "--compress-program", "--random-source", "--sort"}}, out: []string{"-o", "--output"}}, true
+		return writeSpec{ops: "none", spec: optSpec{value: "ktoST", longValue: []string{"--key", "--field-separator", "--output", "--buffer-size", "--temporary-directory", "--parallel", "--batch-size", "--files0-from", "--compress-program", "--random-source", "--sort"}}, out: []string{"-o", "--output"}, stream: true}, true
 	case "shuf":
-		return writeSpec{ops: "none", spec: optSpec{value: "eino", longValue: []string{"--echo", "--input-range", "--head-count", "--output", "--random-source"}}, out: []string{"-o", "--output"}}, true
+		return writeSpec{ops: "none", spec: optSpec{value: "eino", longValue: []string{"--echo", "--input-range", "--head-count", "--output", "--random-source"}}, out: []string{"-o", "--output"}, stream: true}, true
 	case "uniq":
-		return writeSpec{ops: "second", spec: optSpec{value: "fsw", longValue: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}}}, true
+		return writeSpec{ops: "second", spec: optSpec{value: "fsw", longValue: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}}, stream: true}, true
 	case "split", "csplit":
 		return writeSpec{ops: "prefix", spec: optSpec{value: "abCdelnfx", longValue: []string{"--suffix-length", "--bytes", "--line-bytes", "--lines", "--number", "--additional-suffix", "--filter", "--prefix", "--suffix-format"}}, out: []string{"-f", "--prefix"}}, true
 	case "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "compress", "uncompress", "brotli":
@@ -210,9 +224,9 @@ func writeSpecFor(base string) (writeSpec, bool) {
 	case "ex", "ed":
 		return writeSpec{ops: "all"}, true
 	case "xxd":
-		return writeSpec{ops: "second", spec: optSpec{value: "cglosC", longValue: []string{"-cols", "-groupsize", "-len", "-seek", "-offset"}}}, true
+		return writeSpec{ops: "second", spec: optSpec{value: "cglosC", longValue: []string{"-cols", "-groupsize", "-len", "-seek", "-offset"}}, stream: true}, true
 	case "sdiff", "iconv":
-		return writeSpec{ops: "none", spec: optSpec{value: "owfWtco", longValue: []string{"--output", "--from-code", "--to-code", "--width"}}, out: []string{"-o", "--output"}}, true
+		return writeSpec{ops: "none", spec: optSpec{value: "owfWtco", longValue: []string{"--output", "--from-code", "--to-code", "--width"}}, out: []string{"-o", "--output"}, stream: true}, true
 	}
 	return writeSpec{}, false
 }
@@ -258,6 +272,15 @@ func (w *walker) symlink(c *Command) {
 // knownWrites applies a writeSpec to c.
 func (w *walker) knownWrites(c *Command, ws writeSpec) {
 	c.WritesKnown = true
+	start := len(c.Writes)
+	stream := ws.stream
+	defer func() {
+		if stream {
+			for i := start; i < len(c.Writes); i++ {
+				c.Writes[i].Stream = true
+			}
+		}
+	}()
 	for _, a := range c.Argv[1:] {
 		if !a.Dynamic && a.Value == "--" {
 			break
@@ -303,6 +326,9 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 	for _, o := range opts {
 		if contains(ws.readOnly, o.name) {
 			return
+		}
+		if ws.keep != nil && !contains(ws.keep, o.name) {
+			stream = false
 		}
 	}
 	for _, o := range opts {

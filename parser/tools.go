@@ -129,7 +129,9 @@ func (w *walker) find(s *syntax.Stmt, c *Command) {
 			}
 		case "-fprint", "-fprint0", "-fls", "-fprintf":
 			if i+1 < len(args) {
-				c.Writes = append(c.Writes, w.resolveAt(c, args[i+1]))
+				wr := w.resolveAt(c, args[i+1])
+				wr.Stream = true
+				c.Writes = append(c.Writes, wr)
 				i++
 				if v == "-fprintf" {
 					i++

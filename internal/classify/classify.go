@@ -215,7 +215,8 @@ func Input(f *parser.Facts) policy.Input {
 			pc.Argv[i] = policy.Arg{Value: a.Value, Dynamic: a.Dynamic}
 		}
 		for _, w := range c.Writes {
-			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree})
+			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree,
+				Stream: w.Redirect || w.Stream})
 		}
 		in.Commands = append(in.Commands, pc)
 	}
