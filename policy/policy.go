@@ -237,9 +237,9 @@ type Rule struct {
 
 // PathRule maps written paths to a class.
 type PathRule struct {
-	Name    string
-	At      string
-	Paths   []string // globs over absolute paths; ** matches any depth
+	Name  string
+	At    string
+	Paths []string // globs over absolute paths; ** matches any depth
 	// Stream limits the rule to writes into the file's content (a
 	// redirection, tee, dd of=): a device such as /dev/null takes the
 	// bytes and stays as it is. Writes that replace, remove, move or
