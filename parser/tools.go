@@ -40,6 +40,10 @@ func globalValueOptions(base string) []string {
 		return []string{"-n", "-netns", "-f", "-family", "-b", "-batch", "-rc", "-rcvbuf"}
 	case "terraform", "tofu":
 		return nil
+	case "date":
+		return []string{"-d", "--date", "-f", "--file", "-r", "--reference"}
+	case "route":
+		return []string{"-A", "--family"}
 	}
 	return nil
 }

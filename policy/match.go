@@ -65,7 +65,17 @@ func (r *Rule) match(c *Command) (matches, sure bool) {
 
 // matchSub matches the subcommand and the operands after it.
 func (r *Rule) matchSub(c *Command) (bool, bool) {
+	subs := r.subFields
+	if subs == nil {
+		subs = splitAll(r.Sub)
+	}
 	if c.Sub <= 0 || c.Sub >= len(c.Argv) {
+		// No operand at all: only `$` matches.
+		for _, fields := range subs {
+			if len(fields) == 1 && fields[0] == "$" {
+				return true, true
+			}
+		}
 		return false, false
 	}
 	var ops []Arg
@@ -74,10 +84,6 @@ func (r *Rule) matchSub(c *Command) (bool, bool) {
 			continue
 		}
 		ops = append(ops, a)
-	}
-	subs := r.subFields
-	if subs == nil {
-		subs = splitAll(r.Sub)
 	}
 	for _, fields := range subs {
 		// A last field of $ says that no operand follows: `run $` is
