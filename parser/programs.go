@@ -105,7 +105,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	case base == "gcc" || base == "g++" || base == "cc" || base == "c++" || base == "clang" || base == "clang++" || base == "ld" || base == "rustc":
 		w.outputs(c, "-o", "--out-dir")
 	default:
-		if ws, ok := writeSpecFor(base); ok {
+		if e, ok := effectsFor(base); ok {
+			w.sideEffects(s, c, base, e)
+		} else if ws, ok := writeSpecFor(base); ok {
 			w.knownWrites(c, ws)
 		}
 	}
