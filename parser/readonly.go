@@ -179,6 +179,14 @@ func effectsFor(base string) (effects, bool) {
 		// python -m timeit [-s SETUP] STATEMENT…: both are Python code.
 		return effects{spec: optSpec{value: "nrsu", longValue: []string{"--number", "--repeat", "--setup", "--unit"}},
 			custom: timeitCode}, true
+	case "zipfile", "tarfile":
+		// python -m zipfile -e ARCHIVE DIR, -c ARCHIVE FILE…
+		return effects{custom: archiveModule}, true
+	case "compileall", "py_compile":
+		// They write __pycache__ beside what they compile; compileall
+		// with no operand compiles sys.path.
+		return effects{spec: optSpec{value: "lrdxiqjeos", longValue: []string{"--workers", "--invalidation-mode"}},
+			custom: compileModule}, true
 	case "pydoc":
 		// pydoc -w NAME writes NAME.html.
 		return effects{spec: optSpec{value: "kpn"}, custom: pydocWrite}, true
@@ -938,5 +946,47 @@ func pydocWrite(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg) {
 	}
 	for _, a := range ops {
 		c.Writes = append(c.Writes, w.resolveAt(c, Arg{Value: path.Base(a.Value) + ".html", Dynamic: a.Dynamic}))
+	}
+}
+
+// archiveModule: python -m zipfile and tarfile extract into the
+// directory given after the archive, and create the archive given.
+func archiveModule(w *walker, s *syntax.Stmt, c *Command, _ []opt, _ []Arg) {
+	args := c.Argv[1:]
+	for i, a := range args {
+		switch a.Value {
+		case "-e", "--extract":
+			if i+2 < len(args) {
+				w.flagWrites(c, "", args[i+2:i+3])
+			} else {
+				w.flagWrites(c, "", nil)
+			}
+		case "-c", "--create":
+			if i+1 < len(args) {
+				c.Writes = append(c.Writes, w.resolveAt(c, args[i+1]))
+			}
+		}
+		if a.Dynamic {
+			c.Writes = append(c.Writes, Write{Path: a.Value})
+		}
+	}
+}
+
+// compileModule: the __pycache__ directories beside the files and under
+// the directories compiled.
+func compileModule(w *walker, s *syntax.Stmt, c *Command, _ []opt, ops []Arg) {
+	if len(ops) == 0 {
+		c.Writes = append(c.Writes, Write{Path: "<sys.path>", Tree: true})
+		return
+	}
+	for _, o := range ops {
+		if !o.Dynamic && o.Value == "-" {
+			c.Writes = append(c.Writes, Write{Path: "<files named on standard input>"})
+			continue
+		}
+		if !o.Dynamic && strings.HasSuffix(o.Value, ".py") {
+			o.Value = path.Dir(o.Value)
+		}
+		w.flagWrites(c, "", []Arg{o})
 	}
 }

@@ -553,6 +553,8 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 		if shadowVars[name] || gitProgramVar(name) {
 			next.Shadowed = true
 		}
+		_, val, _ := strings.Cut(a.Value, "=")
+		w.envOutput(s, name, Arg{Value: val})
 		argv = argv[1:]
 	}
 	if len(argv) > 0 && argv[0].Dynamic && strings.Contains(argv[0].Value, "=") {
