@@ -610,6 +610,12 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 		w.stdinProgram(s, c, c.Argv[0].Value+" reads its program from standard input")
 		return
 	}
+	if len(c.Argv) == 2 && !c.Argv[1].Dynamic {
+		switch c.Argv[1].Value {
+		case "-v", "--version", "-h", "--help":
+			return // prints and exits
+		}
+	}
 	c.Opaque = true
 }
 

@@ -157,6 +157,8 @@ func effectsFor(base string) (effects, bool) {
 	case "hwinfo":
 		return effects{spec: optSpec{longValue: []string{"--only", "--show-config", "--map"}}, out: []string{"--log"},
 			unknown: []string{"--save-config"}}, true
+	case "iptables-save", "ip6tables-save", "iptables-legacy-save", "iptables-nft-save":
+		return effects{spec: optSpec{value: "tM", longValue: []string{"--table", "--modprobe"}}, out: []string{"-f", "--file"}}, true
 	case "nm":
 		return effects{unknown: []string{"--plugin"}}, true
 	case "actionlint":
