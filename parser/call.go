@@ -925,23 +925,30 @@ func (w *walker) envOutput(s *syntax.Stmt, name string, v Arg) {
 // envCode classifies the value of a variable that makes programs run code
 // or write a file.
 func (w *walker) envCode(s *syntax.Stmt, name string, value *syntax.Word) {
+	var args []Arg
+	if value != nil {
+		args = w.word(value)
+	}
+	if len(args) > 1 {
+		args = []Arg{{Value: w.text(value), Dynamic: true}}
+	}
+	w.envValue(s, name, args)
+}
+
+// envValue classifies the value a variable is given, for the shell or
+// for one command (NAME=value cmd, env NAME=value cmd): args is the
+// value as one word, or none for the empty value.
+func (w *walker) envValue(s *syntax.Stmt, name string, args []Arg) {
 	if ok, _ := outputVar(name); ok {
 		v := Arg{}
-		if value != nil {
-			args := w.word(value)
-			switch {
-			case len(args) == 1:
-				v = args[0]
-			case len(args) > 1:
-				v = Arg{Value: w.text(value), Dynamic: true}
-			}
+		if len(args) == 1 {
+			v = args[0]
 		}
 		w.envOutput(s, name, v)
 		return
 	}
 	switch {
 	case codeVar(name):
-		args := w.word(value)
 		if len(args) != 1 || args[0].Dynamic {
 			w.unknown(s.Pos(), name+" names a command that is not literal", name)
 			return
@@ -954,7 +961,6 @@ func (w *walker) envCode(s *syntax.Stmt, name string, value *syntax.Word) {
 		w.unknown(s.Pos(), name+" loads code into the programs that follow", w.text(s))
 	case name == "LESS":
 		// less reads options from $LESS: -o and -O name a log file.
-		args := w.word(value)
 		if len(args) != 1 || args[0].Dynamic || strings.Contains(args[0].Value, "o") || strings.Contains(strings.ToLower(args[0].Value), "log") {
 			w.unknown(s.Pos(), "LESS may give less a log file to write", w.text(s))
 		}

@@ -554,7 +554,7 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 			next.Shadowed = true
 		}
 		_, val, _ := strings.Cut(a.Value, "=")
-		w.envOutput(s, name, Arg{Value: val})
+		w.envValue(s, name, []Arg{{Value: val}})
 		argv = argv[1:]
 	}
 	if len(argv) > 0 && argv[0].Dynamic && strings.Contains(argv[0].Value, "=") {
