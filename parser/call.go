@@ -917,7 +917,7 @@ func codeVar(name string) bool {
 	case "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SSH_COMMAND", "GIT_SEQUENCE_EDITOR",
 		"GIT_PROXY_COMMAND", "GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "PAGER",
 		"MANPAGER", "EDITOR", "VISUAL", "PROMPT_COMMAND", "LESSOPEN", "LESSCLOSE", "BROWSER",
-		"SYSTEMD_PAGER", "PSQL_PAGER", "MYSQL_PAGER":
+		"SYSTEMD_PAGER", "PSQL_PAGER", "MYSQL_PAGER", "BAT_PAGER", "DELTA_PAGER", "FZF_DEFAULT_COMMAND":
 		return true
 	}
 	return false
@@ -931,17 +931,76 @@ func preloadVar(name string) bool {
 		"PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB", "GCONV_PATH",
 		"BASH_LOADABLES_PATH", "GIT_EXEC_PATH", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG", "GIT_CONFIG_GLOBAL",
 		"GIT_CONFIG_SYSTEM", "GIT_TEMPLATE_DIR", "SHELLOPTS", "BASHOPTS", "PS4", "JAVA_TOOL_OPTIONS",
-		"_JAVA_OPTIONS", "DYLD_INSERT_LIBRARIES":
+		"_JAVA_OPTIONS", "DYLD_INSERT_LIBRARIES",
+		// Options read from the environment or a file it names, which
+		// may write or run code (--preview, --pre, -o, -P).
+		"FZF_DEFAULT_OPTS", "FZF_DEFAULT_OPTS_FILE", "RIPGREP_CONFIG_PATH", "BAT_CONFIG_PATH", "MANOPT":
 		return true
 	}
 	return strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_") || strings.HasPrefix(name, "BASH_FUNC_")
 }
 
-// envCode classifies the value of a variable that makes programs run code.
+// outputVar reports variables whose value names a file (or, with dir,
+// a directory) that programs which otherwise only read write into: git's
+// traces, the dynamic loader's debug output, TLS key logs, coverage and
+// profile data, history files.
+func outputVar(name string) (ok, dir bool) {
+	switch name {
+	case "LD_DEBUG_OUTPUT", "SSLKEYLOGFILE", "MALLOC_TRACE", "NODE_REDIRECT_WARNINGS", "LLVM_PROFILE_FILE",
+		"KRB5_TRACE", "NSPR_LOG_FILE", "MOZ_LOG_FILE", "LESSHISTFILE", "HISTFILE", "SQLITE_HISTORY",
+		"MYSQL_HISTFILE", "PSQL_HISTORY", "NODE_REPL_HISTORY", "REDISCLI_HISTFILE", "PYTHON_HISTORY",
+		"COVERAGE_FILE", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF", "GIT_TRACE2":
+		return true, strings.HasPrefix(name, "GIT_TRACE2")
+	case "NODE_V8_COVERAGE", "GCOV_PREFIX", "GOCOVERDIR", "PYTHONPYCACHEPREFIX":
+		return true, true
+	}
+	return strings.HasPrefix(name, "GIT_TRACE"), false
+}
+
+// envOutput records the file a variable set for the programs that follow
+// makes them write. Git writes its traces only to an absolute path (1,
+// 2 or true is standard error); "-" and the empty value write nothing.
+func (w *walker) envOutput(s *syntax.Stmt, name string, v Arg) {
+	ok, dir := outputVar(name)
+	if !ok || !v.Dynamic && (v.Value == "" || v.Value == "-") {
+		return
+	}
+	if strings.HasPrefix(name, "GIT_TRACE") && !v.Dynamic && !strings.HasPrefix(v.Value, "/") {
+		return
+	}
+	wr := w.locate(v, w.st.cwd, true)
+	wr.Tree = dir
+	wr.Stream = !dir
+	w.record(Command{Pos: w.pos(s.Pos()), Text: w.text(s), Writes: []Write{wr}, WritesKnown: true, Builtin: true, Cwd: w.st.cwd})
+}
+
+// envCode classifies the value of a variable that makes programs run code
+// or write a file.
 func (w *walker) envCode(s *syntax.Stmt, name string, value *syntax.Word) {
+	var args []Arg
+	if value != nil {
+		args = w.word(value)
+	}
+	if len(args) > 1 {
+		args = []Arg{{Value: w.text(value), Dynamic: true}}
+	}
+	w.envVar(s, name, args)
+}
+
+// envVar classifies the value a variable is given, for the shell or for
+// one command (NAME=value cmd, env NAME=value cmd): args is the value as
+// one word, or none for the empty value.
+func (w *walker) envVar(s *syntax.Stmt, name string, args []Arg) {
+	if ok, _ := outputVar(name); ok {
+		v := Arg{}
+		if len(args) == 1 {
+			v = args[0]
+		}
+		w.envOutput(s, name, v)
+		return
+	}
 	switch {
 	case codeVar(name):
-		args := w.word(value)
 		if len(args) != 1 || args[0].Dynamic {
 			w.unknown(s.Pos(), name+" names a command that is not literal", name)
 			return
@@ -952,6 +1011,11 @@ func (w *walker) envCode(s *syntax.Stmt, name string, value *syntax.Word) {
 		w.subshell(func() { w.code(s.Pos(), name, args[0].Value) })
 	case preloadVar(name):
 		w.unknown(s.Pos(), name+" loads code into the programs that follow", w.text(s))
+	case name == "LESS":
+		// less reads options from $LESS: -o and -O name a log file.
+		if len(args) != 1 || args[0].Dynamic || strings.Contains(args[0].Value, "o") || strings.Contains(strings.ToLower(args[0].Value), "log") {
+			w.unknown(s.Pos(), "LESS may give less a log file to write", w.text(s))
+		}
 	}
 }
 

@@ -179,4 +179,10 @@ type Write struct {
 	Redirect bool
 	// Append is set for >> and &>>.
 	Append bool
+	// Stream is set when the command only opens the file and writes
+	// into it (tee, dd of=, sort -o; a redirection always does), as
+	// opposed to replacing, removing, moving or changing the file
+	// itself (mv, rm, ln -f, chmod, sed -i), which a device such as
+	// /dev/null does not shrug off.
+	Stream bool
 }

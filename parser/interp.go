@@ -691,6 +691,12 @@ func (w *walker) interpreterCode(s *syntax.Stmt, c *Command, flags ...string) {
 		w.stdinProgram(s, c, c.Argv[0].Value+" reads its program from standard input")
 		return
 	}
+	if len(c.Argv) == 2 && !c.Argv[1].Dynamic {
+		switch c.Argv[1].Value {
+		case "-v", "--version", "-h", "--help":
+			return // prints and exits
+		}
+	}
 	c.Opaque = true
 	for _, a := range c.Argv[1:] {
 		if a.Dynamic || !strings.HasPrefix(a.Value, "-") {
@@ -765,11 +771,26 @@ func (w *walker) python(s *syntax.Stmt, c *Command) {
 	w.pythonStdin(s, c)
 }
 
+// pythonExits reports whether python given only these options prints
+// something and exits without reading a program: -V, --version, -h,
+// --help.
+func pythonExits(opts []Arg) bool {
+	for _, a := range opts {
+		switch a.Value {
+		case "-V", "-VV", "--version", "-h", "-?", "--help", "--help-env", "--help-xoptions", "--help-all":
+			return true
+		}
+	}
+	return false
+}
+
 func (w *walker) pythonStdin(s *syntax.Stmt, c *Command) {
 	text, ok := w.stdinText(s)
 	if !ok {
-		if len(c.Argv) == 1 || c.Argv[len(c.Argv)-1].Value == "-" {
-			// Interactive, or a program piped in that we cannot see.
+		if !pythonExits(c.Argv[1:]) {
+			// Interactive, or a program piped in that we cannot see:
+			// python -v, -i, -u and the like with no program still
+			// read one.
 			w.stdinProgram(s, c, "python reads its program from standard input")
 		}
 		return

@@ -605,6 +605,8 @@ func TestParseWrites(t *testing.T) {
 	const cwd = "/w"
 	file := func(p string) parser.Write { return parser.Write{Path: p, Resolved: true} }
 	tree := func(p string) parser.Write { return parser.Write{Path: p, Resolved: true, Tree: true} }
+	// into: a write into the file's content only (Write.Stream).
+	into := func(w parser.Write) parser.Write { w.Stream = true; return w }
 	tests := []struct {
 		name string
 		in   string
@@ -617,17 +619,17 @@ func TestParseWrites(t *testing.T) {
 		{name: "rm -rf", in: "rm -rf build", want: []parser.Write{file("/w/build")}},
 		{name: "rm several", in: "rm -f a /tmp/b -- -c", want: []parser.Write{file("/w/a"), file("/tmp/b"), file("/w/-c")}},
 		{name: "rm glob", in: "rm -f build/*.o", want: []parser.Write{tree("/w/build")}},
-		{name: "cp", in: "cp a b", want: []parser.Write{tree("/w/b")}},
-		{name: "cp into a directory", in: "cp -r a b dir", want: []parser.Write{tree("/w/dir")}},
+		{name: "cp", in: "cp a b", want: []parser.Write{into(tree("/w/b"))}},
+		{name: "cp into a directory", in: "cp -r a b dir", want: []parser.Write{into(tree("/w/dir"))}},
 		{name: "cp -t", in: "cp -t dir a b", want: []parser.Write{tree("/w/dir")}},
 		{name: "mv", in: "mv a b", want: []parser.Write{file("/w/a"), file("/w/b")}},
-		{name: "tee -a", in: "echo x | tee -a log", want: []parser.Write{file("/w/log")}},
+		{name: "tee -a", in: "echo x | tee -a log", want: []parser.Write{into(file("/w/log"))}},
 		{name: "sed -i", in: "sed -i s/a/b/ f", want: []parser.Write{file("/w/f")}},
 		{name: "sed -i.bak", in: "sed -i.bak -e s/a/b/ f g", want: []parser.Write{file("/w/f"), file("/w/g")}},
 		{name: "sed without -i", in: "sed s/a/b/ f", want: nil},
 		{name: "sed w command", in: "sed -n 'w out' f", want: []parser.Write{file("/w/out")}},
-		{name: "dd of=", in: "dd if=/dev/zero of=x bs=1M", want: []parser.Write{file("/w/x")}},
-		{name: "sort -o", in: "sort -o out in", want: []parser.Write{file("/w/out")}},
+		{name: "dd of=", in: "dd if=/dev/zero of=x bs=1M", want: []parser.Write{into(file("/w/x"))}},
+		{name: "sort -o", in: "sort -o out in", want: []parser.Write{into(file("/w/out"))}},
 		{name: "sort without -o", in: "sort in", want: nil},
 		{name: "tar x -C", in: "tar xzf a.tgz -C dir", want: []parser.Write{tree("/w/dir")}},
 		{name: "tar -x into cwd", in: "tar -xzf a.tgz", want: []parser.Write{tree("/w")}},
@@ -669,7 +671,7 @@ func TestParseWrites(t *testing.T) {
 		{name: "redirect under an unknown HOME", in: "echo x > ~/.bashrc", want: []parser.Write{{Path: "~/.bashrc", Redirect: true}}},
 		{name: "mkdir -p", in: "mkdir -p a/b", want: []parser.Write{file("/w/a/b")}},
 		{name: "touch after cd", in: "cd sub && touch c", want: []parser.Write{file("/w/sub/c")}},
-		{name: "sudo tee", in: "echo x | sudo tee /etc/motd", want: []parser.Write{file("/etc/motd")}},
+		{name: "sudo tee", in: "echo x | sudo tee /etc/motd", want: []parser.Write{into(file("/etc/motd"))}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -140,7 +140,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.knownWrites(c, mustSpec("ed"))
 		w.edScript(s, c)
 	default:
-		if ws, ok := writeSpecFor(base); ok {
+		if e, ok := effectsFor(base); ok {
+			w.sideEffects(s, c, base, e)
+		} else if ws, ok := writeSpecFor(base); ok {
 			w.knownWrites(c, ws)
 		}
 	}
@@ -358,9 +360,20 @@ func (w *walker) multiplexer(s *syntax.Stmt, c *Command, base string) {
 			continue
 		}
 		switch sub.Value {
-		case "new", "new-session", "neww", "new-window", "splitw", "split-window", "respawn-pane", "respawnp",
-			"respawn-window", "respawnw", "display-popup", "popup", "pipe-pane", "pipep", "run-shell", "run":
-			cmdAt(rest, "censtFxylpwhTdEMbRI", c.Cwd)
+		case "new", "new-session":
+			cmdAt(rest, "cefFnstxy", c.Cwd) // -d (detached) takes no value
+		case "neww", "new-window":
+			cmdAt(rest, "ceFnt", c.Cwd)
+		case "splitw", "split-window":
+			cmdAt(rest, "ceFlpt", c.Cwd)
+		case "respawn-pane", "respawnp", "respawn-window", "respawnw":
+			cmdAt(rest, "cet", c.Cwd)
+		case "display-popup", "popup":
+			cmdAt(rest, "bcdehsStTwxy", c.Cwd) // here -d is the directory
+		case "pipe-pane", "pipep":
+			cmdAt(rest, "t", c.Cwd)
+		case "run-shell", "run":
+			cmdAt(rest, "dt", c.Cwd) // -d is a delay
 		case "send-keys", "send":
 			_, keys, _ := optSpec{value: "tNX"}.scan(rest)
 			typed(keys)
@@ -467,6 +480,10 @@ type writeSpec struct {
 	// unlinks: the operands are names removed from their directory, so
 	// a symbolic link among them is not followed (rm, mv's sources).
 	unlinks bool
+	// stream: the program opens what it writes and writes into it
+	// ([Write].Stream), unless it is given an option outside keep.
+	stream bool
+	keep   []string
 }
 
 func writeSpecFor(base string) (writeSpec, bool) {
@@ -480,25 +497,35 @@ func writeSpecFor(base string) (writeSpec, bool) {
 	case "mkdir":
 		return writeSpec{ops: "all", spec: optSpec{value: "mZ", longValue: []string{"--mode", "--context"}}}, true
 	case "truncate":
-		return writeSpec{ops: "all", spec: optSpec{value: "sr", longValue: []string{"--size", "--reference"}}}, true
-	case "tee", "sponge":
-		return writeSpec{ops: "all", spec: optSpec{longValue: []string{"--output-error"}}}, true
+		return writeSpec{ops: "all", spec: optSpec{value: "sr", longValue: []string{"--size", "--reference"}}, stream: true}, true
+	case "tee":
+		return writeSpec{ops: "all", spec: optSpec{longValue: []string{"--output-error"}}, stream: true}, true
+	case "sponge":
+		return writeSpec{ops: "all", stream: true, keep: []string{"-a"}}, true
 	case "chown", "chgrp", "chattr":
 		return writeSpec{ops: "skipfirst", spec: optSpec{longValue: []string{"--from"}}}, true
 	case "setfacl":
 		return writeSpec{ops: "all", spec: optSpec{value: "mMxX", longValue: []string{"--modify", "--remove", "--set", "--modify-file", "--remove-file", "--set-file"}}}, true
-	case "cp", "install", "ln", "rsync", "scp":
+	case "cp":
+		// cp opens an existing destination and writes into it, unless
+		// it is told to link, back up, remove or keep attributes.
+		ws := mustSpec("install")
+		ws.stream = true
+		ws.keep = []string{"-f", "--force", "-i", "--interactive", "-n", "--no-clobber", "-u", "--update", "-v", "--verbose",
+			"-T", "--no-target-directory", "-L", "--dereference", "-H", "-r", "-R", "--recursive"}
+		return ws, true
+	case "install", "ln", "rsync", "scp":
 		return writeSpec{ops: "last", spec: optSpec{value: "tSmogTe", longValue: []string{"--target-directory", "--suffix", "--mode", "--owner", "--group", "--backup", "--exclude", "--include", "--filter", "--rsh", "--files-from", "--exclude-from", "--include-from", "--chmod", "--log-file", "--partial-dir", "--temp-dir", "--link-dest", "--compare-dest", "--copy-dest", "--password-file", "--rsync-path"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "mv":
 		return writeSpec{ops: "all", unlinks: true, spec: optSpec{value: "tS", longValue: []string{"--target-directory", "--suffix", "--backup"}}, dir: []string{"-t", "--target-directory"}}, true
 	case "dd":
-		return writeSpec{ops: "none", eq: []string{"of="}}, true
+		return writeSpec{ops: "none", eq: []string{"of="}, stream: true}, true
 	case "sort":
-		return writeSpec{ops: "none", spec: optSpec{value: "ktoST", longValue: []string{"--key", "--field-separator", "--output", "--buffer-size", "--temporary-directory", "--parallel", "--batch-size", "--files0-from", "--compress-program", "--random-source", "--sort"}}, out: []string{"-o", "--output"}}, true
+		return writeSpec{ops: "none", spec: optSpec{value: "ktoST", longValue: []string{"--key", "--field-separator", "--output", "--buffer-size", "--temporary-directory", "--parallel", "--batch-size", "--files0-from", "--compress-program", "--random-source", "--sort"}}, out: []string{"-o", "--output"}, stream: true}, true
 	case "shuf":
-		return writeSpec{ops: "none", spec: optSpec{value: "eino", longValue: []string{"--echo", "--input-range", "--head-count", "--output", "--random-source"}}, out: []string{"-o", "--output"}}, true
+		return writeSpec{ops: "none", spec: optSpec{value: "eino", longValue: []string{"--echo", "--input-range", "--head-count", "--output", "--random-source"}}, out: []string{"-o", "--output"}, stream: true}, true
 	case "uniq":
-		return writeSpec{ops: "second", spec: optSpec{value: "fsw", longValue: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}}}, true
+		return writeSpec{ops: "second", spec: optSpec{value: "fsw", longValue: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}}, stream: true}, true
 	case "split", "csplit":
 		return writeSpec{ops: "prefix", spec: optSpec{value: "abCdelnfx", longValue: []string{"--suffix-length", "--bytes", "--line-bytes", "--lines", "--number", "--additional-suffix", "--filter", "--prefix", "--suffix-format"}}, out: []string{"-f", "--prefix"}}, true
 	case "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "compress", "uncompress", "brotli":
@@ -510,9 +537,9 @@ func writeSpecFor(base string) (writeSpec, bool) {
 	case "ed":
 		return writeSpec{ops: "all"}, true
 	case "xxd":
-		return writeSpec{ops: "second", spec: optSpec{value: "cglosC", longValue: []string{"-cols", "-groupsize", "-len", "-seek", "-offset"}}}, true
+		return writeSpec{ops: "second", spec: optSpec{value: "cglosC", longValue: []string{"-cols", "-groupsize", "-len", "-seek", "-offset"}}, stream: true}, true
 	case "sdiff", "iconv":
-		return writeSpec{ops: "none", spec: optSpec{value: "owfWtco", longValue: []string{"--output", "--from-code", "--to-code", "--width"}}, out: []string{"-o", "--output"}}, true
+		return writeSpec{ops: "none", spec: optSpec{value: "owfWtco", longValue: []string{"--output", "--from-code", "--to-code", "--width"}}, out: []string{"-o", "--output"}, stream: true}, true
 	}
 	return writeSpec{}, false
 }
@@ -560,6 +587,15 @@ func (w *walker) symlink(c *Command) {
 // knownWrites applies a writeSpec to c.
 func (w *walker) knownWrites(c *Command, ws writeSpec) {
 	c.WritesKnown = true
+	start := len(c.Writes)
+	stream := ws.stream
+	defer func() {
+		if stream {
+			for i := start; i < len(c.Writes); i++ {
+				c.Writes[i].Stream = true
+			}
+		}
+	}()
 	for _, a := range c.Argv[1:] {
 		if !a.Dynamic && a.Value == "--" {
 			break
@@ -605,6 +641,9 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 	for _, o := range opts {
 		if contains(ws.readOnly, o.name) {
 			return
+		}
+		if ws.keep != nil && !contains(ws.keep, o.name) {
+			stream = false
 		}
 	}
 	for _, o := range opts {

@@ -41,6 +41,10 @@ func globalValueOptions(base string) []string {
 		return []string{"-n", "-netns", "-f", "-family", "-b", "-batch", "-rc", "-rcvbuf"}
 	case "terraform", "tofu":
 		return nil
+	case "date":
+		return []string{"-d", "--date", "-f", "--file", "-r", "--reference"}
+	case "route":
+		return []string{"-A", "--family"}
 	}
 	return nil
 }
@@ -130,7 +134,9 @@ func (w *walker) find(s *syntax.Stmt, c *Command) {
 			}
 		case "-fprint", "-fprint0", "-fls", "-fprintf":
 			if i+1 < len(args) {
-				c.Writes = append(c.Writes, w.resolveAt(c, args[i+1]))
+				wr := w.resolveAt(c, args[i+1])
+				wr.Stream = true
+				c.Writes = append(c.Writes, wr)
 				i++
 				if v == "-fprintf" {
 					i++

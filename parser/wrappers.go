@@ -582,6 +582,7 @@ func peelEnv(w *walker, s *syntax.Stmt, c *Command, opts []opt, ops []Arg, next 
 		if shadowVars[name] || gitProgramVar(name) {
 			next.Shadowed = true
 		}
+		w.envVar(s, name, []Arg{{Value: value}})
 		argv = argv[1:]
 	}
 	if len(argv) > 0 && argv[0].Dynamic && strings.Contains(argv[0].Value, "=") {

@@ -65,6 +65,9 @@ type Write struct {
 	Path     string
 	Resolved bool
 	Tree     bool
+	// Stream: the command opens the file and writes into it, and does
+	// nothing else to it (see [PathRule].Stream).
+	Stream bool
 }
 
 // Context is where the step runs.
@@ -434,6 +437,9 @@ func (p *Policy) path(c *Command, ctx Context, w Write) Reason {
 	}
 	for i := range p.Paths {
 		r := &p.Paths[i]
+		if r.Stream && !w.Stream {
+			continue
+		}
 		if r.matches(w.Path, ctx.Home) {
 			return Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "writes " + w.Path, Class: r.Class,
 				Egress: r.Egress, Verdict: r.Verdict, Message: r.Message}

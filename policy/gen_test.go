@@ -84,13 +84,13 @@ func generate(p *Policy) []byte {
 	// data: loading the default allocates and runs almost nothing.
 	w("var defaultRules = []Rule{\n")
 	for _, r := range p.Rules {
-		w("{Name: %q, At: %q, Programs: %s, Sub: %s, IfArgs: %s, UnlessArgs: %s, Hosts: %q, SQL: %q, MaxArgs: %d, Root: %v, Scaffold: %v, Own: %v, Emits: %s, Class: %d, Egress: %v, Verdict: %d, Constraint: %q, Rollback: %q, Verify: %q, Message: %q, nameLine: %d, nameCol: %d,\nnames: %s, patterns: %s, subFields: %s, ifFields: %s, unlessFields: %s},\n",
-			r.Name, r.At, strs(r.Programs), strs(r.Sub), strs(r.IfArgs), strs(r.UnlessArgs), r.Hosts, r.SQL, r.MaxArgs, r.Root, r.Scaffold, r.Own, strs(r.Emits), r.Class, r.Egress, r.Verdict, r.Constraint, r.Rollback, r.Verify, r.Message, r.nameLine, r.nameCol,
+		w("{Name: %q, At: %q, Programs: %s, Sub: %s, IfArgs: %s, UnlessArgs: %s, Hosts: %q, SQL: %q, MaxArgs: %d, Root: %v, Scaffold: %v, Own: %v, Getopt: %v, Emits: %s, Class: %d, Egress: %v, Verdict: %d, Constraint: %q, Rollback: %q, Verify: %q, Message: %q, nameLine: %d, nameCol: %d,\nnames: %s, patterns: %s, subFields: %s, ifFields: %s, unlessFields: %s},\n",
+			r.Name, r.At, strs(r.Programs), strs(r.Sub), strs(r.IfArgs), strs(r.UnlessArgs), r.Hosts, r.SQL, r.MaxArgs, r.Root, r.Scaffold, r.Own, r.Getopt, strs(r.Emits), r.Class, r.Egress, r.Verdict, r.Constraint, r.Rollback, r.Verify, r.Message, r.nameLine, r.nameCol,
 			strs(r.names), strs(r.patterns), fields(r.subFields), fields(r.ifFields), fields(r.unlessFields))
 	}
 	w("}\n\nvar defaultPaths = []PathRule{\n")
 	for _, r := range p.Paths {
-		w("{Name: %q, At: %q, Paths: %s, Class: %d, Egress: %v, Verdict: %d, Message: %q},\n", r.Name, r.At, strs(r.Paths), r.Class, r.Egress, r.Verdict, r.Message)
+		w("{Name: %q, At: %q, Paths: %s, Stream: %v, Class: %d, Egress: %v, Verdict: %d, Message: %q},\n", r.Name, r.At, strs(r.Paths), r.Stream, r.Class, r.Egress, r.Verdict, r.Message)
 	}
 	w("}\n\nvar defaultIndex = ruleIndex{byName: []nameRules{\n")
 	for _, n := range p.index.byName {

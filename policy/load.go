@@ -675,7 +675,7 @@ func (r *reader) size(n ast.Node) int64 {
 }
 
 var ruleKeys = []string{"name", "program", "programs", "sub", "if_args", "unless_args", "hosts", "sql",
-	"max_args", "root", "scaffold", "own", "emits", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
+	"max_args", "root", "scaffold", "own", "emits", "getopt", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
 
 func (r *reader) rule(n ast.Node) (Rule, bool) {
 	rule := Rule{At: r.at(n), Verdict: Run}
@@ -721,6 +721,8 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 			rule.Scaffold = r.boolean(fl.value, "scaffold")
 		case "own":
 			rule.Own = r.boolean(fl.value, "own")
+		case "getopt":
+			rule.Getopt = r.boolean(fl.value, "getopt")
 		case "emits":
 			rule.Emits = r.list(fl.value, "emits")
 			for i, e := range r.entries(fl.value) {
@@ -764,7 +766,7 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 func (r *reader) pathRule(n ast.Node) (PathRule, bool) {
 	pr := PathRule{At: r.at(n), Verdict: Run}
 	haveClass := false
-	for _, fl := range r.mapping(n, "a path rule", []string{"name", "paths", "class", "egress", "verdict", "message"}) {
+	for _, fl := range r.mapping(n, "a path rule", []string{"name", "paths", "stream", "class", "egress", "verdict", "message"}) {
 		switch fl.key {
 		case "name":
 			pr.Name = r.str(fl.value, "name")
@@ -780,6 +782,8 @@ func (r *reader) pathRule(n ast.Node) (PathRule, bool) {
 		case "class":
 			pr.Class = r.class(fl.value, "class")
 			haveClass = true
+		case "stream":
+			pr.Stream = r.boolean(fl.value, "stream")
 		case "egress":
 			pr.Egress = r.boolean(fl.value, "egress")
 		case "verdict":

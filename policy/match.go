@@ -29,14 +29,14 @@ func (r *Rule) match(c *Command) (matches, sure bool) {
 		sure = sure && s
 	}
 	if len(r.IfArgs) > 0 {
-		m, s := argsMatch(r.ifFields, r.IfArgs, args)
+		m, s := argsMatch(r.ifFields, r.IfArgs, args, r.Getopt)
 		if !m {
 			return false, false
 		}
 		sure = sure && s
 	}
 	if len(r.UnlessArgs) > 0 {
-		m, s := argsMatch(r.unlessFields, r.UnlessArgs, args)
+		m, s := argsMatch(r.unlessFields, r.UnlessArgs, args, r.Getopt)
 		if m && s {
 			return false, false
 		}
@@ -65,7 +65,17 @@ func (r *Rule) match(c *Command) (matches, sure bool) {
 
 // matchSub matches the subcommand and the operands after it.
 func (r *Rule) matchSub(c *Command) (bool, bool) {
+	subs := r.subFields
+	if subs == nil {
+		subs = splitAll(r.Sub)
+	}
 	if c.Sub <= 0 || c.Sub >= len(c.Argv) {
+		// No operand at all: only `$` matches.
+		for _, fields := range subs {
+			if len(fields) == 1 && fields[0] == "$" {
+				return true, true
+			}
+		}
 		return false, false
 	}
 	var ops []Arg
@@ -75,11 +85,15 @@ func (r *Rule) matchSub(c *Command) (bool, bool) {
 		}
 		ops = append(ops, a)
 	}
-	subs := r.subFields
-	if subs == nil {
-		subs = splitAll(r.Sub)
-	}
 	for _, fields := range subs {
+		// A last field of $ says that no operand follows: `run $` is
+		// npm run alone, not npm run build.
+		if n := len(fields); n > 1 && fields[n-1] == "$" {
+			if len(ops) != n-1 {
+				continue
+			}
+			fields = fields[:n-1]
+		}
 		if len(fields) > len(ops) {
 			continue
 		}
@@ -112,14 +126,29 @@ func splitAll(patterns []string) [][]string {
 
 // argsMatch reports whether any argument (or run of consecutive arguments,
 // for a pattern with spaces) matches any pattern; sure is false when only a
-// dynamic argument could match.
-func argsMatch(split [][]string, patterns []string, args []Arg) (matched, sure bool) {
+// dynamic argument could match. With getopt, an option pattern matches
+// the option however getopt_long lets it be spelt ([Rule].Getopt).
+func argsMatch(split [][]string, patterns []string, args []Arg, getopt bool) (matched, sure bool) {
 	if split == nil {
 		split = splitAll(patterns)
 	}
 	possible := false
 	for _, fields := range split {
 		if len(fields) == 0 {
+			continue
+		}
+		if getopt && len(fields) == 1 && optionPattern(fields[0]) {
+			for _, a := range args {
+				if a.Dynamic {
+					possible = true
+					continue
+				}
+				m, s := optionMatch(fields[0], a.Value)
+				if m && s {
+					return true, true
+				}
+				possible = possible || m
+			}
 			continue
 		}
 		for i := 0; i+len(fields) <= len(args); i++ {
@@ -144,6 +173,43 @@ func argsMatch(split [][]string, patterns []string, args []Arg) (matched, sure b
 		}
 	}
 	return possible, false
+}
+
+// optionPattern reports whether a pattern names one option: -x, or
+// --name with no value and no wildcard.
+func optionPattern(p string) bool {
+	if hasMeta(p) || strings.Contains(p, "=") {
+		return false
+	}
+	if len(p) == 2 && p[0] == '-' && p[1] != '-' {
+		return true
+	}
+	return len(p) > 3 && strings.HasPrefix(p, "--")
+}
+
+// optionMatch matches one argument against an option pattern as
+// getopt_long reads it: sure for the option itself, with its value glued
+// on or as the first of a cluster of short options; only possibly for a
+// letter later in a cluster (an earlier letter may take it as its value)
+// and for an abbreviation of the long name.
+func optionMatch(pat, arg string) (matches, sure bool) {
+	if arg == pat {
+		return true, true
+	}
+	if !strings.HasPrefix(pat, "--") {
+		switch {
+		case len(arg) < 2 || arg[0] != '-' || arg[1] == '-':
+			return false, false
+		case arg[1] == pat[1]:
+			return true, true
+		}
+		return strings.IndexByte(arg[2:], pat[1]) >= 0, false
+	}
+	if strings.HasPrefix(arg, pat+"=") {
+		return true, true
+	}
+	name, _, _ := strings.Cut(arg, "=")
+	return len(name) >= 3 && strings.HasPrefix(name, "--") && strings.HasPrefix(pat, name), false
 }
 
 // glob matches s against a pattern where * matches any run of characters

@@ -204,6 +204,15 @@ type Rule struct {
 	// engine), so a step made of them alone runs as it is, outside any
 	// limit ([Decision].Own).
 	Own bool
+	// Getopt makes the option patterns of IfArgs and UnlessArgs (-s,
+	// --set) match every spelling GNU getopt_long accepts for them: a
+	// value glued on (-s'…', --set=…), the letter inside a cluster of
+	// short options (-us), an abbreviation (--se). The spellings that
+	// getopt may read otherwise (a letter after the first of a cluster,
+	// which may be the value of the one before it; an abbreviation,
+	// which may be ambiguous or another option's) only might match, so
+	// the rule adds its class and matching goes on.
+	Getopt bool
 	// Emits, when set, says that the program prints shell code that
 	// only sets these variables (dircolors -b sets LS_COLORS): `eval
 	// "$(program …)"` is then those assignments, of values known only
@@ -230,9 +239,15 @@ type Rule struct {
 
 // PathRule maps written paths to a class.
 type PathRule struct {
-	Name    string
-	At      string
-	Paths   []string // globs over absolute paths; ** matches any depth
+	Name  string
+	At    string
+	Paths []string // globs over absolute paths; ** matches any depth
+	// Stream limits the rule to writes into the file's content (a
+	// redirection, tee, dd of=): a device such as /dev/null takes the
+	// bytes and stays as it is. Writes that replace, remove, move or
+	// change the file itself (mv, rm, ln -f, chmod) pass on to the next
+	// rules.
+	Stream  bool
 	Class   Class
 	Egress  bool
 	Verdict Verdict

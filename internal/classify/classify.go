@@ -308,7 +308,8 @@ func Input(f *parser.Facts) policy.Input {
 			pc.Hosts = append(pc.Hosts, policy.Arg{Value: h.Value, Dynamic: h.Dynamic})
 		}
 		for _, w := range c.Writes {
-			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree})
+			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree,
+				Stream: w.Redirect || w.Stream})
 		}
 		in.Commands = append(in.Commands, pc)
 	}
