@@ -541,8 +541,17 @@ func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int, config func() *gitC
 		w.gitSubtree(c, sub)
 	case "diff", "log", "show", "format-patch", "whatchanged", "range-diff", "diff-tree", "diff-files", "diff-index":
 		w.outputs(c, "--output", "-o", "--output-directory")
-	case "archive", "bundle":
+	case "archive":
 		w.outputs(c, "--output", "-o")
+	case "bundle":
+		// git bundle create FILE REVS… writes FILE.
+		_, ops, _ := optSpec{}.split(args)
+		if len(ops) > 1 && !ops[0].Dynamic && ops[0].Value == "create" {
+			c.Writes = append(c.Writes, w.resolveAt(c, ops[1]))
+			c.WritesKnown = true
+		} else if len(ops) > 0 && ops[0].Dynamic {
+			c.Writes = append(c.Writes, Write{Path: ops[0].Value})
+		}
 	case "init":
 		// git init [DIR] makes DIR/.git (or DIR, --bare), and
 		// --separate-git-dir the repository there.
