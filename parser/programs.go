@@ -136,6 +136,8 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.debugger(s, c)
 	case base == "tmux" || base == "screen":
 		w.multiplexer(s, c, base)
+	case base == "yq" || base == "xmlstarlet" || base == "sd":
+		w.inPlace(c, base)
 	case base == "ed" || base == "red":
 		w.knownWrites(c, mustSpec("ed"))
 		w.edScript(s, c)
@@ -458,6 +460,50 @@ func (w *walker) outputs(c *Command, names ...string) {
 			}
 		}
 	}
+}
+
+// inPlace records the files an editor of structured text rewrites when
+// told to edit in place: yq -i EXPR FILE…, sd FIND REPLACE FILE…, and
+// xmlstarlet ed -L … FILE (its last operand: the edit options take
+// XPaths and values that look like paths). Without the option they
+// print.
+func (w *walker) inPlace(c *Command, base string) {
+	args := c.Argv[1:]
+	var files []Arg
+	switch base {
+	case "yq":
+		opts, ops, ok := optSpec{value: "opIsP", longValue: []string{"--output-format", "--input-format", "--indent",
+			"--split-exp", "--expression", "--from-file", "--front-matter", "--xml-attribute-prefix"}}.split(args)
+		if _, in := has(opts, "-i", "--inplace"); !in && ok {
+			return
+		}
+		if _, e := has(opts, "--expression", "--from-file"); !e && len(ops) > 0 {
+			ops = ops[1:] // the expression
+		}
+		files = ops
+	case "sd":
+		opts, ops, _ := optSpec{value: "fn", longValue: []string{"--flags", "--max-replacements"}}.split(args)
+		if _, preview := has(opts, "-p", "--preview"); preview || len(ops) < 3 {
+			return // stdin to stdout, or a preview
+		}
+		files = ops[2:]
+	case "xmlstarlet":
+		if len(args) == 0 || args[0].Dynamic || args[0].Value != "ed" && args[0].Value != "edit" {
+			return
+		}
+		in := false
+		for _, a := range args[1:] {
+			in = in || a.Dynamic || a.Value == "-L" || a.Value == "--inplace"
+		}
+		if !in || len(args) < 2 {
+			return
+		}
+		files = args[len(args)-1:]
+	}
+	for _, f := range files {
+		c.Writes = append(c.Writes, w.resolveAt(c, f))
+	}
+	c.WritesKnown = true
 }
 
 func (w *walker) resolveAt(c *Command, a Arg) Write {

@@ -543,6 +543,15 @@ func (w *walker) gitSub(s *syntax.Stmt, c *Command, sub int, config func() *gitC
 		w.outputs(c, "--output", "-o", "--output-directory")
 	case "archive":
 		w.outputs(c, "--output", "-o")
+	case "apply":
+		// --unsafe-paths lets the patch name files outside the work
+		// tree (--directory puts them anywhere): not known before it runs.
+		for _, a := range args {
+			if a.Dynamic || a.Value == "--unsafe-paths" {
+				c.Writes = append(c.Writes, Write{Path: "the paths in the patch (git apply --unsafe-paths)"})
+				break
+			}
+		}
 	case "bundle":
 		// git bundle create FILE REVS… writes FILE.
 		_, ops, _ := optSpec{}.split(args)
