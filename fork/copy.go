@@ -665,6 +665,18 @@ func processAlive(pid int, start uint64) bool {
 // coarseNow reads CLOCK_REALTIME_COARSE, the clock the kernel stamps
 // ctimes with, so that a change made after it has a ctime at or after
 // it.
+// NextTick waits until the coarse clock that stamps file times has moved
+// on: a copy made after it has a T0 later than the ctime of every change
+// made before, so a commit does not take a change the caller made just
+// before the copy (a rollback before a rerun) for one made meanwhile.
+// It waits a clock tick at most (1 to 10 ms).
+func NextTick() {
+	t := coarseNow()
+	for !coarseNow().After(t) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func coarseNow() time.Time {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {

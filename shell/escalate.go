@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
@@ -265,6 +266,9 @@ func (r *run) rerunMachine(first int) int {
 	}
 	rec := r.record(start, c)
 	rec.RerunOf = first
+	// The rollback just now must not look, to the copy's commit, like a
+	// change made on the machine while the step ran.
+	fork.NextTick()
 	if code, asGit := r.protectMachine(rec, start); !asGit {
 		return code
 	}
