@@ -142,6 +142,13 @@ type walker struct {
 
 type shared struct {
 	calling map[string]bool
+	// readlinks caches what Options.Readlink said of each path: the
+	// files do not change while a step is decided.
+	readlinks map[string]readlinkResult
+	// repoWrites and treeWrites are the paths recorded commands (not
+	// git) wrote into a repository's .git and the trees they wrote
+	// (noteRepoWrites).
+	repoWrites, treeWrites []string
 	// expanding names the aliases being expanded: bash does not expand
 	// an alias again inside its own value.
 	expanding map[string]bool
@@ -596,6 +603,26 @@ func (w *walker) record(c Command) {
 		c.Shadowed = true
 	}
 	w.facts.Commands = append(w.facts.Commands, c)
+	w.noteRepoWrites(c)
+}
+
+// noteRepoWrites keeps what gitHooks asks of every command recorded: the
+// writes into a repository's own files, and the trees written, by any
+// program but git (which writes its own files).
+func (w *walker) noteRepoWrites(c Command) {
+	if len(c.Writes) == 0 || len(c.Argv) > 0 && !c.Argv[0].Dynamic && baseName(c.Argv[0].Value) == "git" {
+		return
+	}
+	for _, wr := range c.Writes {
+		if !wr.Resolved || harmlessDevice(wr.Path) {
+			continue
+		}
+		if strings.Contains(wr.Path+"/", "/.git/") {
+			w.shared.repoWrites = append(w.shared.repoWrites, wr.Path)
+		} else if wr.Tree {
+			w.shared.treeWrites = append(w.shared.treeWrites, wr.Path)
+		}
+	}
 }
 
 // nested returns a walker for code found inside src at pos.
@@ -1217,6 +1244,9 @@ const maxLinks = 40
 // next component, so `link/..` is the parent of the link's target, not
 // the link's directory. ok is false for a loop of links.
 func (w *walker) physical(raw string, follow bool) (string, bool) {
+	if len(w.st.links) == 0 && w.opts.Readlink == nil {
+		return path.Clean("/" + raw), true // no link to follow: the text is the path
+	}
 	rest := strings.Split(raw, "/")
 	done := "/"
 	hops := 0
@@ -1230,7 +1260,10 @@ func (w *walker) physical(raw string, follow bool) (string, bool) {
 			done = path.Dir(done)
 			continue
 		}
-		next := path.Join(done, comp)
+		next := done + "/" + comp // done is clean, comp one name
+		if done == "/" {
+			next = "/" + comp
+		}
 		last := true
 		for _, r := range rest {
 			if r != "" && r != "." {
@@ -1243,10 +1276,8 @@ func (w *walker) physical(raw string, follow bool) (string, bool) {
 			continue
 		}
 		target, ok := w.st.links[next]
-		if !ok && w.opts.Readlink != nil {
-			if t, err := w.opts.Readlink(next); err == nil {
-				target, ok = t, true
-			}
+		if !ok {
+			target, ok = w.readlink(next)
 		}
 		if !ok {
 			done = next
@@ -1261,6 +1292,27 @@ func (w *walker) physical(raw string, follow bool) (string, bool) {
 		rest = append(strings.Split(target, "/"), rest...)
 	}
 	return done, true
+}
+
+type readlinkResult struct {
+	target string
+	ok     bool
+}
+
+// readlink is Options.Readlink, asked once per path.
+func (w *walker) readlink(p string) (string, bool) {
+	if w.opts.Readlink == nil {
+		return "", false
+	}
+	if r, ok := w.shared.readlinks[p]; ok {
+		return r.target, r.ok
+	}
+	t, err := w.opts.Readlink(p)
+	if w.shared.readlinks == nil {
+		w.shared.readlinks = map[string]readlinkResult{}
+	}
+	w.shared.readlinks[p] = readlinkResult{t, err == nil}
+	return t, err == nil
 }
 
 // resolveIn resolves a path against cwd by its text alone, `..` taken

@@ -375,19 +375,14 @@ func (w *walker) gitEnv(c *Command) {
 // or over a tree that holds the repository: git runs the hooks and the
 // programs that configuration names, which the parser did not see.
 func (w *walker) gitHooks(c *Command) {
-	for _, prev := range w.facts.Commands {
-		if len(prev.Argv) > 0 && !prev.Argv[0].Dynamic && baseName(prev.Argv[0].Value) == "git" {
-			continue // git writes its own files
-		}
-		for _, wr := range prev.Writes {
-			if !wr.Resolved || harmlessDevice(wr.Path) {
-				continue
-			}
-			p := wr.Path + "/"
-			if strings.Contains(p, "/.git/") || wr.Tree && c.Cwd != "" && (c.Cwd+"/" == p || strings.HasPrefix(c.Cwd+"/", p)) {
-				w.unknownAt(c.Pos, "git may run hooks or configuration that the step wrote ("+wr.Path+")", c.Text)
-				return
-			}
+	if len(w.shared.repoWrites) > 0 {
+		w.unknownAt(c.Pos, "git may run hooks or configuration that the step wrote ("+w.shared.repoWrites[0]+")", c.Text)
+		return
+	}
+	for _, t := range w.shared.treeWrites {
+		if c.Cwd != "" && (c.Cwd == t || strings.HasPrefix(c.Cwd+"/", t+"/")) {
+			w.unknownAt(c.Pos, "git may run hooks or configuration that the step wrote ("+t+")", c.Text)
+			return
 		}
 	}
 }
