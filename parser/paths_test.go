@@ -161,6 +161,8 @@ func TestFamilyChangedThenRun(t *testing.T) {
 		{"go build -o bin/t . && ./bin/t", false},
 		{"python3 -m venv .venv && . .venv/bin/activate", false},
 		{"npm pkg get name && npm test", false},
+		{"cd /tmp && t=$(mktemp) && ./build.sh \"$t\"", false}, // mktemp makes a new file only
+		{"cd /tmp && mktemp -d && echo rm >> build.sh && ./build.sh", true},
 	}
 	for _, tc := range tests {
 		for _, read := range []bool{true, false} {

@@ -1465,8 +1465,8 @@ func (w *walker) changed(p string) int {
 	for _, c := range w.facts.Commands {
 		kind := rewritten
 		switch baseName(c.Name()) {
-		case "chmod", "chown", "chgrp", "chattr", "setfacl", "touch", "rm", "unlink", "rmdir", "shred":
-			kind = asRead
+		case "chmod", "chown", "chgrp", "chattr", "setfacl", "touch", "rm", "unlink", "rmdir", "shred", "mktemp":
+			kind = asRead // mktemp makes a new file: it changes none that exists
 		case "go", "gcc", "g++", "cc", "c++", "clang", "clang++", "ld", "rustc", "venv", "virtualenv":
 			kind = built
 		}
