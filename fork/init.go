@@ -192,7 +192,7 @@ func enter(s *initSpec) error {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set the host name: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
+	if err := LoopbackUp(); err != nil {
 		return err
 	}
 	if err := pivot(s.Root); err != nil {
@@ -303,8 +303,9 @@ func mountDev(root string) error {
 	return nil
 }
 
-// loopbackUp brings lo up: the copy's only network.
-func loopbackUp() error {
+// LoopbackUp brings lo up in this network namespace (SIOCSIFFLAGS, as
+// ip link set lo up does): the copy's only network.
+func LoopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("bring lo up: %w", err)

@@ -1102,11 +1102,7 @@ func (w *walker) pip(c *Command) {
 	}
 	sub := c.Argv[c.Sub].Value
 	args := c.Argv[c.Sub+1:]
-	tree := func(a Arg) {
-		wr := w.resolveAt(c, a)
-		wr.Tree = true
-		c.Writes = append(c.Writes, wr)
-	}
+	tree := func(a Arg) { w.writeTree(c, a) }
 	switch sub {
 	case "download", "wheel":
 		c.WritesKnown = true
@@ -1158,6 +1154,13 @@ func (w *walker) pip(c *Command) {
 	c.Writes = append(c.Writes, Write{Path: "<system site-packages>", Tree: true})
 }
 
+// writeTree records that c writes the tree at a.
+func (w *walker) writeTree(c *Command, a Arg) {
+	wr := w.resolveAt(c, a)
+	wr.Tree = true
+	c.Writes = append(c.Writes, wr)
+}
+
 // installTarget adds the directory a package manager installs into when
 // an option or a variable names it (cargo install --root, gem install
 // --install-dir, dotnet tool install --tool-path) or a mode sends it
@@ -1169,11 +1172,7 @@ func (w *walker) installTarget(c *Command, base string) {
 	}
 	sub := c.Argv[c.Sub].Value
 	args := c.Argv[c.Sub+1:]
-	tree := func(a Arg) {
-		wr := w.resolveAt(c, a)
-		wr.Tree = true
-		c.Writes = append(c.Writes, wr)
-	}
+	tree := func(a Arg) { w.writeTree(c, a) }
 	env := func(names ...string) (Arg, bool) {
 		for _, n := range names {
 			if v, ok := w.envValue(c, n); ok {

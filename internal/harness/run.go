@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/fork"
 )
 
 // Modes of a run.
@@ -303,7 +305,7 @@ func inner(spec Spec) (out Outcome, err error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return out, fmt.Errorf("make mounts private: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
+	if err := fork.LoopbackUp(); err != nil {
 		return out, err
 	}
 	if out.Netns, err = nsInode(os.Getpid()); err != nil {
@@ -470,28 +472,6 @@ func clientNamed(name string) (Client, bool) {
 		}
 	}
 	return Client{}, false
-}
-
-// loopbackUp brings lo up in this network namespace (SIOCSIFFLAGS, as ip
-// link set lo up does).
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("bring lo up: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("bring lo up: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bring lo up: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP | unix.IFF_RUNNING)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bring lo up: %w", err)
-	}
-	return nil
 }
 
 // overlayBash mounts an overlay on /usr/bin (in this mount namespace
