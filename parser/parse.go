@@ -138,6 +138,9 @@ type walker struct {
 	// stdinTaken is set while the code walked reads standard input from
 	// a pipe or a redirection, not from the terminal.
 	stdinTaken bool
+	// piped, when set, is the text a pipe feeds the simple command
+	// being walked: `echo 'git push' | bash` runs that text.
+	piped *string
 }
 
 type shared struct {
@@ -819,6 +822,44 @@ func (w *walker) stmt(s *syntax.Stmt) {
 
 // redirectsStdin reports whether s takes its standard input from a file,
 // a here-document or another descriptor.
+// echoed returns the text s writes when it is echo or printf of literal
+// words with no redirection (the builtins, not a function or an alias of
+// that name): what a pipe from it carries.
+func (w *walker) echoed(s *syntax.Stmt) (string, bool) {
+	ce, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || len(s.Redirs) > 0 || len(ce.Assigns) > 0 || len(ce.Args) < 1 {
+		return "", false
+	}
+	args := w.words(ce.Args)
+	for _, a := range args {
+		if a.Dynamic {
+			return "", false
+		}
+	}
+	name := args[0].Value
+	if fd, _ := w.st.funcs.get(name); fd != nil {
+		return "", false
+	}
+	if _, ok := w.st.aliases.get(name); ok {
+		return "", false
+	}
+	words := make([]string, 0, len(args)-1)
+	for _, a := range args[1:] {
+		words = append(words, a.Value)
+	}
+	switch {
+	case name == "echo" && (len(words) == 0 || !strings.HasPrefix(words[0], "-")):
+		text := strings.Join(words, " ")
+		if strings.Contains(text, "\\") {
+			return "", false // xpg_echo would read escapes
+		}
+		return text + "\n", true
+	case name == "printf" && len(words) == 1 && !strings.ContainsAny(words[0], "%\\"):
+		return words[0], true
+	}
+	return "", false
+}
+
 func redirectsStdin(s *syntax.Stmt) bool {
 	for _, r := range s.Redirs {
 		switch r.Op {
@@ -864,8 +905,13 @@ func (w *walker) stmtCmd(s *syntax.Stmt) {
 			w.subshell(func() { w.stmt(c.X) })
 			saved := w.stdinTaken
 			w.stdinTaken = true
+			if text, ok := w.echoed(c.X); ok {
+				if _, simple := c.Y.Cmd.(*syntax.CallExpr); simple {
+					w.piped = &text
+				}
+			}
 			w.subshell(func() { w.stmt(c.Y) })
-			w.stdinTaken = saved
+			w.stdinTaken, w.piped = saved, nil
 		case syntax.OrStmt:
 			w.stmt(c.X)
 			w.branch(false, func() { w.stmt(c.Y) })

@@ -1447,7 +1447,7 @@ func TestParseTerminal(t *testing.T) {
 		{"perl", true},
 		{"ruby", true},
 		{"sudo python3", true},
-		{"echo 'print(1)' | python3", false},
+		{"echo \"$code\" | python3", false},
 		{"python3 < x.py", false},
 		{"python3 <<< \"$code\"", false},
 		{"{ python3; } < x.py", false},

@@ -1642,7 +1642,15 @@ func (w *walker) shell(s *syntax.Stmt, c *Command, base string) {
 		}
 		return
 	}
-	// The script comes from stdin: a here-document or a file we can read.
+	// The script comes from stdin: a here-document, a file we can read,
+	// or the literal text a pipe feeds it (echo 'git push' | bash).
+	if w.piped != nil && !redirectsStdin(s) {
+		text := *w.piped
+		w.record(*c)
+		c.Argv = nil
+		w.subshell(func() { w.code(s.Pos(), base+" < pipe", text) })
+		return
+	}
 	for _, r := range s.Redirs {
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
@@ -1704,6 +1712,9 @@ func (w *walker) hdocLiteral(r *syntax.Redirect) (string, bool) {
 // stdinText returns the static text a command reads on stdin from a
 // here-document or here-string, if any.
 func (w *walker) stdinText(s *syntax.Stmt) (string, bool) {
+	if w.piped != nil && !redirectsStdin(s) {
+		return *w.piped, true
+	}
 	for _, r := range s.Redirs {
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
