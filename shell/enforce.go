@@ -317,6 +317,11 @@ func (l *limit) caught(roots []string) *beyond {
 func (l *limit) diff(roots []string, t0 time.Time) *beyond {
 	b := &beyond{}
 	for _, o := range l.copy.Overlays {
+		if emptyDir(o.Upper) {
+			// Nothing written over this mount, which the machine may
+			// no longer have (a tmpfs unmounted since the view was made).
+			continue
+		}
 		plan, err := fork.Diff(fork.Layer{Target: o.Mount, Upper: o.Upper, T0: t0},
 			fork.DiffOptions{Seeded: l.copy.Seeded, Mirrored: l.copy.Mirrored, Include: roots})
 		var re *fork.RefusedError
@@ -524,4 +529,15 @@ func under(p string, dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// emptyDir reports whether dir holds no entry.
+func emptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
 }

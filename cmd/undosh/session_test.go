@@ -896,3 +896,40 @@ func TestSessionViewInteractive(t *testing.T) {
 		t.Errorf("%s reached the machine", p)
 	}
 }
+
+// A mount the machine drops while a session runs in a view (another
+// process unmounts a tmpfs) leaves the lines after it as they were: the
+// view's layer over it holds nothing, and nothing is settled there.
+func TestSessionViewMountGone(t *testing.T) {
+	needForkEngine(t)
+	// Not under a scratch path, which a view binds whole from the
+	// machine: a mount of its own, which the view overlays.
+	dir, err := os.MkdirTemp("/opt", "undosh-mount-gone-")
+	if err != nil {
+		t.Skipf("no /opt: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := unix.Mount("undosh-test", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	})
+	tm := newTerm(t, undoshBin+" -i", "")
+	if out := tm.line("echo before"); out != "before\n" {
+		t.Fatalf("first line printed %q", out)
+	}
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	if out := tm.line("echo after"); out != "after\n" {
+		t.Errorf("the line after the unmount printed %q; screen:\n%s", out, tm.screen())
+	}
+	if out := tm.line("echo y > f; cat f"); out != "y\n" {
+		t.Errorf("a workspace line after the unmount printed %q; screen:\n%s", out, tm.screen())
+	}
+}
