@@ -89,6 +89,10 @@ type Context struct {
 	// itself reached through a link (/work -> /data/work) still holds
 	// them.
 	Real map[string]string
+	// Resolve, when set, gives more of Self and Real, asked only when a
+	// write is judged (resolving takes I/O that a read-only step need
+	// not pay); the caller memoises it.
+	Resolve func() (self []string, real map[string]string)
 }
 
 // Decision is what the policy says about one step.
@@ -457,14 +461,26 @@ func (p *Policy) path(c *Command, ctx Context, w Write) Reason {
 		Text: "writes " + w.Path + ", outside the workspace", Class: p.OutsideWrite}
 }
 
+// resolved is what ctx.Resolve gives, if it is set.
+func (ctx Context) resolved() (self []string, real map[string]string) {
+	if ctx.Resolve == nil {
+		return nil, nil
+	}
+	return ctx.Resolve()
+}
+
 // where says whether an absolute path lies in the workspace, in a scratch
 // path, or neither ("").
 func (p *Policy) where(abs string, ctx Context) string {
+	_, resolved := ctx.resolved()
 	in := func(root string) bool {
 		if within(abs, root) {
 			return true
 		}
 		real, ok := ctx.Real[root]
+		if !ok {
+			real, ok = resolved[root]
+		}
 		return ok && within(abs, real)
 	}
 	for _, r := range ctx.Roots {

@@ -31,9 +31,12 @@ func selfPath(abs string, ctx Context) bool {
 			return true
 		}
 	}
-	for _, s := range ctx.Self {
-		if within(abs, s) {
-			return true
+	more, _ := ctx.resolved()
+	for _, l := range [][]string{ctx.Self, more} {
+		for _, s := range l {
+			if within(abs, s) {
+				return true
+			}
 		}
 	}
 	return false

@@ -104,10 +104,17 @@ func Decide(src string, o Options) Result {
 	ctx := policy.Context{Cwd: o.Cwd, Roots: roots, Home: o.Env["HOME"]}
 	if !o.NoScripts {
 		ctx.Trusted = ownDirs()
-		ctx.Self = SelfPaths(o.Policy, o.StateDir)
-		if o.Policy != nil {
-			ctx.Real = realPlaces(o.Policy.Places(ctx))
-		}
+		// What a write is judged against is resolved through links (a
+		// few lstat each) only when a write is judged: a read-only step,
+		// the classifier's hot path, pays none of it.
+		base := ctx
+		ctx.Resolve = sync.OnceValues(func() ([]string, map[string]string) {
+			var real map[string]string
+			if o.Policy != nil {
+				real = realPlaces(o.Policy.Places(base))
+			}
+			return SelfPaths(o.Policy, o.StateDir), real
+		})
 	} else if o.StateDir != "" {
 		ctx.Self = []string{o.StateDir}
 	}
