@@ -258,7 +258,8 @@ func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("the kept namespaces are root's: without root the front end applies Landlock itself")
 	}
-	t.Parallel()
+	// Not parallel: it mounts and unmounts a tmpfs on the machine, which
+	// the views of other tests' steps would take as a layer meanwhile.
 	state := t.TempDir()
 	_, ws := enforceEnv(t) // outside the scratch paths
 	classifierFor(t, state)
