@@ -146,17 +146,26 @@ func (w *walker) varKnownSet(name string) bool {
 	return b.how == knownVal
 }
 
+// configPath is the absolute path of a configuration file a command
+// names; ok is false when it is relative to a directory not known.
+func configPath(c *Command, file Arg) (string, bool) {
+	if path.IsAbs(file.Value) {
+		return file.Value, true
+	}
+	if c.Cwd == "" {
+		return "", false
+	}
+	return path.Join(c.Cwd, file.Value), true
+}
+
 // curlConfigFile returns the options of a file given to curl -K.
 func (w *walker) curlConfigFile(c *Command, file Arg, depth int) []Arg {
 	if file.Dynamic || file.Value == "" || file.Value == "-" || w.opts.ReadFile == nil || depth > 4 {
 		return []Arg{configUnknown}
 	}
-	p := file.Value
-	if !path.IsAbs(p) {
-		if c.Cwd == "" {
-			return []Arg{configUnknown}
-		}
-		p = path.Join(c.Cwd, p)
+	p, ok := configPath(c, file)
+	if !ok {
+		return []Arg{configUnknown}
 	}
 	out, found := w.readConfigArgs(c, p, depth)
 	if !found {
@@ -265,12 +274,9 @@ func (w *walker) wgetrc(c *Command, file Arg) []Arg {
 	if file.Dynamic || w.opts.ReadFile == nil {
 		return []Arg{configUnknown}
 	}
-	p := file.Value
-	if !path.IsAbs(p) {
-		if c.Cwd == "" {
-			return []Arg{configUnknown}
-		}
-		p = path.Join(c.Cwd, p)
+	p, ok := configPath(c, file)
+	if !ok {
+		return []Arg{configUnknown}
 	}
 	data, err := w.opts.ReadFile(p)
 	if err != nil {

@@ -49,18 +49,16 @@ func selfCommand(c *Command) string {
 	if len(c.Argv) == 0 || c.Argv[0].Dynamic {
 		return ""
 	}
-	var words []string
-	for _, a := range c.Argv[1:] {
-		words = append(words, a.Value)
-	}
+	args := c.Argv[1:]
 	switch path.Base(c.Argv[0].Value) {
 	case "undoctl":
-		if slices.Contains(words, "uninstall") {
+		if slices.ContainsFunc(args, func(a Arg) bool { return a.Value == "uninstall" }) {
 			return "undoctl uninstall removes undosh as the shell"
 		}
 	case "dpkg-divert":
 		shell := false
-		for _, w := range words {
+		for _, a := range args {
+			w := a.Value
 			switch w {
 			case "--list", "--listpackage", "--truename", "--help", "-?", "--version":
 				return ""
