@@ -18,12 +18,15 @@ import (
 
 // Result says what a checkpoint did.
 type Result struct {
-	ID       string        `json:"id"`
-	Changed  bool          `json:"changed"`  // false: nothing changed, ID is the existing checkpoint
-	Files    int           `json:"files"`    // files and symlinks recorded
-	Hashed   int           `json:"hashed"`   // files read and hashed this time
-	LeftOut  []LeftOut     `json:"left_out"` // paths not recorded, with the reason
-	Bytes    int64         `json:"bytes"`    // compressed bytes written
+	ID      string    `json:"id"`
+	Changed bool      `json:"changed"`  // false: nothing changed, ID is the existing checkpoint
+	Files   int       `json:"files"`    // files and symlinks recorded
+	Hashed  int       `json:"hashed"`   // files read and hashed this time
+	LeftOut []LeftOut `json:"left_out"` // paths not recorded, with the reason
+	Bytes   int64     `json:"bytes"`    // compressed bytes written
+	// Walk says why the checkpoint walked the whole workspace rather
+	// than read what its watcher saw change ("" when it did not).
+	Walk     string        `json:"walk,omitempty"`
 	Duration time.Duration `json:"duration_ns"`
 }
 
@@ -49,21 +52,11 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	if err != nil {
 		return Result{}, nil, err
 	}
-	var cache *statCache
-	if !head.IsZero() {
-		cache = loadCache(s.cachePath())
-	}
-	sc, err := s.walk(cache)
-	if err != nil {
-		return Result{}, nil, err
-	}
 	pack, err := newPackSink(filepath.Join(s.git, "objects", "pack"))
 	if err != nil {
 		return Result{}, nil, err
 	}
-	prog := newProgress(s.opts.Progress, "checkpoint")
-	err = s.hashFiles(sc, pack, prog)
-	prog.done()
+	sc, cache, ch, err := s.scanNow(head, pack, true)
 	if err != nil {
 		pack.abort()
 		return Result{}, nil, err
@@ -73,13 +66,70 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 		pack.abort()
 		return Result{}, nil, err
 	}
-	res := Result{Files: sc.files, Hashed: sc.hashed, LeftOut: sc.leftOut}
+	res, err := s.record(msg, head, sc, cache, tree, pack, start)
+	if err == nil && s.opts.Watch != nil {
+		s.opts.Watch.Recorded(ch.Epoch, res.ID)
+	}
+	return res, sc, err
+}
+
+// scanNow finds the workspace as it is: what the watcher says changed
+// since its base, or, when there is no watcher or it cannot tell, a walk
+// of everything with the stat cache. It hashes what it must, into out
+// when out is not nil, and returns the scan with its paths left out
+// sorted, the cache it used (nil after a watched scan) and the watcher's
+// changes. report says whether to report progress.
+func (s *Store) scanNow(head plumbing.Hash, out sink, report bool) (*scan, *statCache, Changes, error) {
+	var ch Changes
+	if s.opts.Watch == nil {
+		ch.Full = "no watcher"
+	} else {
+		ch = s.opts.Watch.Changes()
+	}
+	if ch.Full == "" && !head.IsZero() {
+		sc, err := s.scanChanges(ch, out)
+		if err == nil {
+			return sc, nil, ch, nil
+		}
+		// The base may be gone (gc) or damaged: walk instead.
+		s.log.Debug("watched checkpoint: walking instead", "err", err)
+		ch.Full = err.Error()
+	}
+	var cache *statCache
+	if !head.IsZero() {
+		cache = loadCache(s.cachePath())
+	}
+	sc, err := s.walk(cache)
+	if err != nil {
+		return nil, nil, ch, err
+	}
+	sc.full = ch.Full
+	var prog *progress
+	if report {
+		prog = newProgress(s.opts.Progress, "checkpoint")
+	}
+	err = s.hashFiles(sc, out, prog)
+	prog.done()
+	if err != nil {
+		return nil, nil, ch, err
+	}
+	sortLeftOut(sc.leftOut)
+	return sc, cache, ch, nil
+}
+
+func sortLeftOut(l []LeftOut) {
+	sort.Slice(l, func(i, j int) bool { return l[i].Path < l[j].Path })
+}
+
+// record writes the checkpoint of scan sc, whose root tree is tree, as a
+// child of head, unless head already records it.
+func (s *Store) record(msg string, head plumbing.Hash, sc *scan, cache *statCache, tree plumbing.Hash, pack *packSink, start time.Time) (Result, error) {
+	res := Result{Files: sc.files, Hashed: sc.hashed, LeftOut: sc.leftOut, Walk: sc.full}
 	if res.LeftOut == nil {
 		res.LeftOut = []LeftOut{}
 	}
 	// The paths left out go with the checkpoint, so that a restore can
 	// tell "did not exist" from "existed but was not recorded".
-	sort.Slice(sc.leftOut, func(i, j int) bool { return sc.leftOut[i].Path < sc.leftOut[j].Path })
 	var leftList plumbing.Hash
 	var leftData []byte
 	if len(sc.leftOut) > 0 {
@@ -94,7 +144,7 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 			prev, err := s.commit(head)
 			if err != nil {
 				pack.abort()
-				return Result{}, nil, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)
+				return Result{}, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)
 			}
 			prevTree, prevLeft = prev.TreeHash, leftListOf(prev)
 		}
@@ -102,16 +152,16 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 			pack.abort()
 			res.ID = head.String()
 			res.Duration = time.Since(start)
-			if sc.hashed == 0 && cache != nil && cache.head == head {
-				return res, sc, nil // the cache already says all of this
+			if sc.watched || sc.hashed == 0 && cache != nil && cache.head == head {
+				return res, nil // the cache already says all of this, or cannot
 			}
-			return res, sc, s.saveCache(sc, head, tree, leftList)
+			return res, s.saveCache(sc, head, tree, leftList)
 		}
 	}
 	if len(leftData) > 0 {
 		if err := pack.add(plumbing.BlobObject, leftList, leftData); err != nil {
 			pack.abort()
-			return Result{}, nil, err
+			return Result{}, err
 		}
 	}
 	when := now()
@@ -127,31 +177,36 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	mo := &plumbing.MemoryObject{}
 	if err := c.Encode(mo); err != nil {
 		pack.abort()
-		return Result{}, nil, fmt.Errorf("encode checkpoint: %w", err)
+		return Result{}, fmt.Errorf("encode checkpoint: %w", err)
 	}
 	data, err := readAll(mo)
 	if err != nil {
 		pack.abort()
-		return Result{}, nil, err
+		return Result{}, err
 	}
 	newHead := objectHash(plumbing.CommitObject, data)
 	if err := pack.add(plumbing.CommitObject, newHead, data); err != nil {
 		pack.abort()
-		return Result{}, nil, err
+		return Result{}, err
 	}
 	res.Bytes = pack.written
 	if _, err := pack.finish(); err != nil {
-		return Result{}, nil, err
+		return Result{}, err
 	}
 	// The ref moves last, and only from the head this checkpoint read.
 	if err := s.setHead(head, newHead); err != nil {
-		return Result{}, nil, err
+		return Result{}, err
 	}
 	res.ID = newHead.String()
 	res.Changed = true
 	res.Duration = time.Since(start)
 	s.log.Debug("checkpoint", "id", short(newHead), "files", res.Files, "hashed", res.Hashed, "bytes", res.Bytes, "took", res.Duration)
-	return res, sc, s.saveCache(sc, newHead, tree, leftList)
+	if sc.watched {
+		// The stat cache stays as the last walk left it: older, so
+		// a walk hashes again what changed since, never less.
+		return res, nil
+	}
+	return res, s.saveCache(sc, newHead, tree, leftList)
 }
 
 func (s *Store) saveCache(sc *scan, head, tree, left plumbing.Hash) error {

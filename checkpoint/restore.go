@@ -94,10 +94,17 @@ func (s storeSide) entries(rel string, tree plumbing.Hash) (map[string]node, err
 	return out, nil
 }
 
-// scanSide reads directories from a walk of the workspace.
-type scanSide struct{ sc *scan }
+// scanSide reads directories from a walk of the workspace, and from the
+// store those a watched scan did not read (changes.go).
+type scanSide struct {
+	sc *scan
+	st storer.EncodedObjectStorer
+}
 
 func (s scanSide) entries(rel string, tree plumbing.Hash) (map[string]node, error) {
+	if d, ok := s.sc.dirs[rel]; s.sc.watched && (!ok || d.fixed) {
+		return storeSide{s.st}.entries(rel, tree)
+	}
 	out := map[string]node{}
 	if rel == "" {
 		out["."] = node{mode: filemode.Dir, perm: s.sc.dirs[""].mode & permBits}
@@ -235,20 +242,20 @@ func (s *Store) Diff(a, b string) ([]Change, error) {
 			}
 			return diff("", ca.TreeHash, cb.TreeHash, storeSide{st}, storeSide{st}, &out)
 		}
-		// Against the workspace as it is: walk and hash, storing nothing.
-		cache := loadCache(s.cachePath())
-		sc, err := s.walk(cache)
+		// Against the workspace as it is: read and hash, storing nothing.
+		head, err := s.head()
 		if err != nil {
 			return err
 		}
-		if err := s.hashFiles(sc, nil, nil); err != nil {
+		sc, cache, _, err := s.scanNow(head, nil, false)
+		if err != nil {
 			return err
 		}
 		tree, err := s.buildTrees(sc, cache, nil)
 		if err != nil {
 			return err
 		}
-		return diff("", ca.TreeHash, tree, storeSide{st}, scanSide{sc}, &out)
+		return diff("", ca.TreeHash, tree, storeSide{st}, scanSide{sc, st}, &out)
 	})
 	if out == nil {
 		out = []Change{}
@@ -300,7 +307,7 @@ func (s *Store) Restore(id string) (RestoreResult, error) {
 			return fmt.Errorf("read checkpoint %s: %w", short(target), err)
 		}
 		var changes []Change
-		if err := diff("", sc.dirs[""].tree, c.TreeHash, scanSide{sc}, storeSide{st}, &changes); err != nil {
+		if err := diff("", sc.dirs[""].tree, c.TreeHash, scanSide{sc, st}, storeSide{st}, &changes); err != nil {
 			return err
 		}
 		then, err := leftOutOf(st, c)

@@ -140,6 +140,11 @@ type dirScan struct {
 	n       int  // tree entries
 	dirty   bool // its tree differs from the cache's
 	skip    bool // could not be read: left out
+	// fixed: not read, because nothing in it changed since the base of
+	// a watched checkpoint (changes.go); tree is the base's.
+	fixed bool
+	// deep: read whole, trusting nothing of the base below it.
+	deep bool
 }
 
 // scan is the result of walking the workspace.
@@ -149,11 +154,41 @@ type scan struct {
 	started int64
 	hashed  int
 	files   int
+	// watched: the scan read only what a watcher saw change; full says
+	// why a scan walked everything instead.
+	watched bool
+	full    string
+}
+
+// prior tells a walk what it may take as already hashed: the stat cache
+// for a full walk, the base checkpoint for a watched one (changes.go).
+type prior interface {
+	// file returns the hash that the file rel, stat st and mode mode, had
+	// when it was last recorded, when the walk may take it unchanged.
+	// nlink is its number of links.
+	file(rel string, st fileStat, mode filemode.FileMode, nlink uint64) (plumbing.Hash, bool)
+	// stored reports whether the blob h of rel (a symlink's target) is
+	// in the store already.
+	stored(rel string, h plumbing.Hash) bool
+}
+
+func (c *statCache) file(rel string, st fileStat, _ filemode.FileMode, _ uint64) (plumbing.Hash, bool) {
+	return c.lookup(rel, st)
+}
+
+func (c *statCache) stored(rel string, h plumbing.Hash) bool {
+	return c != nil && c.files[rel].hash == h
 }
 
 // walk stats every path of the workspace, in parallel, and decides which
 // files must be hashed.
 func (s *Store) walk(cache *statCache) (*scan, error) {
+	return s.walkWith(cache, nil)
+}
+
+// walkWith walks the workspace taking hashes from p; with a plan, only
+// the directories it names (changes.go).
+func (s *Store) walkWith(p prior, pl *changePlan) (*scan, error) {
 	sc := &scan{dirs: map[string]*dirScan{}, started: time.Now().UnixNano()}
 	var mu sync.Mutex
 	var firstErr error
@@ -166,7 +201,10 @@ func (s *Store) walk(cache *statCache) (*scan, error) {
 		go func() {
 			defer wg.Done()
 			for d := range jobs {
-				subs, left, err := s.readDir(d, cache)
+				subs, left, err := s.readDir(d, p)
+				if pl != nil {
+					subs = pl.descend(d, subs)
+				}
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -177,6 +215,9 @@ func (s *Store) walk(cache *statCache) (*scan, error) {
 				}
 				mu.Unlock()
 				for _, sub := range subs {
+					if sub.fixed {
+						continue
+					}
 					pending.Add(1)
 					// Never block a worker on a full queue: that could
 					// stall every worker.
@@ -207,7 +248,7 @@ func (s *Store) walk(cache *statCache) (*scan, error) {
 }
 
 // readDir lists one directory and stats its entries relative to it.
-func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, error) {
+func (s *Store) readDir(d *dirScan, p prior) ([]*dirScan, []LeftOut, error) {
 	full := s.root
 	if d.rel != "" {
 		full = s.root + "/" + d.rel
@@ -297,8 +338,8 @@ func (s *Store) readDir(d *dirScan, cache *statCache) ([]*dirScan, []LeftOut, er
 		e.st = fs
 		if e.mode == filemode.Symlink {
 			e.hash = objectHash(plumbing.BlobObject, []byte(e.link))
-			e.need = cache == nil || cache.files[rel].hash != e.hash
-		} else if h, ok := cache.lookup(rel, fs); ok {
+			e.need = !p.stored(rel, e.hash)
+		} else if h, ok := p.file(rel, fs, e.mode, uint64(st.Nlink)); ok {
 			e.hash = h
 		} else {
 			e.need = true
@@ -451,6 +492,9 @@ func (s *Store) buildTrees(sc *scan, cache *statCache, out sink) (plumbing.Hash,
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i].depth > order[j].depth })
 	for _, d := range order {
+		if d.fixed {
+			continue // its tree is the base's
+		}
 		entries := make([]object.TreeEntry, 0, len(d.files)+len(d.subdirs))
 		dirty := false
 		for _, e := range d.files {

@@ -41,6 +41,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Workers is the number of files hashed at once. Zero means 4.
 	Workers int
+	// Watch, when set, tells a checkpoint what changed since the last
+	// one it was told of, so that it reads only that; when it cannot
+	// tell, the checkpoint walks everything.
+	Watch Watcher
 }
 
 // Store is the checkpoint store of one workspace.
