@@ -72,3 +72,44 @@ func BenchmarkStatWalk(b *testing.B) {
 		}
 	}
 }
+
+// benchWatched times a checkpoint of a tree of n files after one file
+// changed, which a watcher reports, and after nothing changed.
+func benchWatched(b *testing.B, n int, change bool) {
+	ws := benchTree(b, n)
+	w := &oracleWatcher{}
+	s := openStore(b, ws, Options{Watch: w})
+	if _, err := s.Checkpoint(""); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		w.next = Changes{}
+		if change {
+			if err := os.WriteFile(filepath.Join(ws, "d000/e00/f0.go"), []byte(fmt.Sprint(i)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			w.next.Paths = []Changed{{Rel: "d000/e00/f0.go"}}
+		}
+		r, err := s.Checkpoint("")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Walk != "" {
+			b.Fatalf("walked: %s", r.Walk)
+		}
+	}
+}
+
+func BenchmarkWatchedOneChange(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchWatched(b, n, true) })
+	}
+}
+
+func BenchmarkWatchedNoChange(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchWatched(b, n, false) })
+	}
+}

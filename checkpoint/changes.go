@@ -3,12 +3,14 @@ package checkpoint
 import (
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"golang.org/x/sys/unix"
 )
 
 // A Watcher tells a checkpoint what changed in the workspace since a
@@ -55,6 +57,10 @@ type changePlan struct {
 	baseFiles int
 	dirty     map[string]bool
 	reread    map[string]bool
+	// direct are the directories that hold a changed path: the other
+	// directories of reread only lead to them, and are made from the
+	// base without reading them.
+	direct map[string]bool
 	deep      map[string]bool
 	// entries are the base's entries of every directory in reread
 	// (nil: none, it is no directory there), read before the walk,
@@ -76,7 +82,7 @@ func (s *Store) planChanges(st storer.EncodedObjectStorer, ch Changes) (*changeP
 		return nil, fmt.Errorf("base checkpoint %s does not say how many files it holds", short(base.Hash))
 	}
 	pl := &changePlan{st: st, base: base, baseFiles: files, dirty: map[string]bool{}, reread: map[string]bool{"": true},
-		deep: map[string]bool{}, entries: map[string]map[string]node{}}
+		deep: map[string]bool{}, direct: map[string]bool{}, entries: map[string]map[string]node{}}
 	for _, c := range ch.Paths {
 		rel := strings.Trim(path.Clean("/"+c.Rel), "/")
 		if c.Tree {
@@ -86,6 +92,11 @@ func (s *Store) planChanges(st storer.EncodedObjectStorer, ch Changes) (*changeP
 			pl.deep[rel] = true
 		} else {
 			pl.dirty[rel] = true
+		}
+		if rel == "" {
+			pl.direct[""] = true // the workspace's own permissions
+		} else {
+			pl.direct[parent(rel)] = true
 		}
 		for d := parent(rel); ; d = parent(d) {
 			pl.reread[d] = true
@@ -127,8 +138,8 @@ func (pl *changePlan) baseEntries(rel string) (map[string]node, error) {
 }
 
 // scanChanges reads what ch says changed, taking the rest from its base.
-func (s *Store) scanChanges(ch Changes, out sink) (*scan, error) {
-	pl, err := s.planChanges(s.objects(), ch)
+func (s *Store) scanChanges(st storer.EncodedObjectStorer, ch Changes, out sink) (*scan, error) {
+	pl, err := s.planChanges(st, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +156,53 @@ func (s *Store) scanChanges(ch Changes, out sink) (*scan, error) {
 	}
 	sortLeftOut(sc.leftOut)
 	return sc, nil
+}
+
+// fromBase reports whether the walk makes d from the base rather than
+// read it: it holds no changed path itself, only leads to one.
+func (pl *changePlan) fromBase(d *dirScan) bool {
+	return !d.deep && !pl.direct[d.rel] && pl.entries[d.rel] != nil && !pl.inDeep(d.rel)
+}
+
+// baseDir fills d from the base's entries, and returns its
+// subdirectories for descend.
+func (pl *changePlan) baseDir(d *dirScan) []*dirScan {
+	d.synth = true
+	ents := pl.entries[d.rel]
+	if d.rel == "" {
+		d.mode = typeBits(filemode.Dir) | ents["."].perm
+	}
+	var subs []*dirScan
+	names := make([]string, 0, len(ents))
+	for name := range ents {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n := ents[name]
+		if name == "." && d.rel == "" {
+			continue
+		}
+		rel := join(d.rel, name)
+		if n.mode == filemode.Dir {
+			d.subdirs = append(d.subdirs, name)
+			subs = append(subs, &dirScan{rel: rel, depth: d.depth + 1, mode: typeBits(n.mode) | n.perm})
+			continue
+		}
+		d.files = append(d.files, &entry{name: name, rel: rel, mode: n.mode, hash: n.hash, st: fileStat{mode: typeBits(n.mode) | n.perm}})
+	}
+	return subs
+}
+
+// typeBits are the stat type bits of a git mode.
+func typeBits(m filemode.FileMode) uint32 {
+	switch m {
+	case filemode.Dir:
+		return unix.S_IFDIR
+	case filemode.Symlink:
+		return unix.S_IFLNK
+	}
+	return unix.S_IFREG
 }
 
 // inDeep reports whether rel lies in a subtree read whole.
@@ -253,7 +311,7 @@ func (pl *changePlan) settle(sc *scan) error {
 func (pl *changePlan) keeps(sc *scan, p string) bool {
 	for d := parent(p); ; d = parent(d) {
 		if x, ok := sc.dirs[d]; ok {
-			return x.fixed
+			return x.fixed || x.synth
 		}
 		if d == "" {
 			return false

@@ -52,11 +52,16 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	if err != nil {
 		return Result{}, nil, err
 	}
+	st, err := s.readPacks()
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer st.Close()
 	pack, err := newPackSink(filepath.Join(s.git, "objects", "pack"))
 	if err != nil {
 		return Result{}, nil, err
 	}
-	sc, cache, ch, err := s.scanNow(head, pack, true)
+	sc, cache, ch, err := s.scanNow(st, head, pack, true)
 	if err != nil {
 		pack.abort()
 		return Result{}, nil, err
@@ -66,7 +71,7 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 		pack.abort()
 		return Result{}, nil, err
 	}
-	res, err := s.record(msg, head, sc, cache, tree, pack, start)
+	res, err := s.record(st, msg, head, sc, cache, tree, pack, start)
 	if err == nil && s.opts.Watch != nil {
 		s.opts.Watch.Recorded(ch.Epoch, res.ID)
 	}
@@ -79,7 +84,7 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 // when out is not nil, and returns the scan with its paths left out
 // sorted, the cache it used (nil after a watched scan) and the watcher's
 // changes. report says whether to report progress.
-func (s *Store) scanNow(head plumbing.Hash, out sink, report bool) (*scan, *statCache, Changes, error) {
+func (s *Store) scanNow(st storer.EncodedObjectStorer, head plumbing.Hash, out sink, report bool) (*scan, *statCache, Changes, error) {
 	var ch Changes
 	if s.opts.Watch == nil {
 		ch.Full = "no watcher"
@@ -87,7 +92,7 @@ func (s *Store) scanNow(head plumbing.Hash, out sink, report bool) (*scan, *stat
 		ch = s.opts.Watch.Changes()
 	}
 	if ch.Full == "" && !head.IsZero() {
-		sc, err := s.scanChanges(ch, out)
+		sc, err := s.scanChanges(st, ch, out)
 		if err == nil {
 			return sc, nil, ch, nil
 		}
@@ -123,7 +128,7 @@ func sortLeftOut(l []LeftOut) {
 
 // record writes the checkpoint of scan sc, whose root tree is tree, as a
 // child of head, unless head already records it.
-func (s *Store) record(msg string, head plumbing.Hash, sc *scan, cache *statCache, tree plumbing.Hash, pack *packSink, start time.Time) (Result, error) {
+func (s *Store) record(st storer.EncodedObjectStorer, msg string, head plumbing.Hash, sc *scan, cache *statCache, tree plumbing.Hash, pack *packSink, start time.Time) (Result, error) {
 	res := Result{Files: sc.files, Hashed: sc.hashed, LeftOut: sc.leftOut, Walk: sc.full}
 	if res.LeftOut == nil {
 		res.LeftOut = []LeftOut{}
@@ -141,7 +146,7 @@ func (s *Store) record(msg string, head plumbing.Hash, sc *scan, cache *statCach
 		if cache != nil && cache.head == head {
 			prevTree, prevLeft = cache.tree, cache.left
 		} else {
-			prev, err := s.commit(head)
+			prev, err := object.GetCommit(st, head)
 			if err != nil {
 				pack.abort()
 				return Result{}, fmt.Errorf("read newest checkpoint %s: %w", short(head), err)

@@ -222,7 +222,11 @@ func diff(rel string, ta, tb plumbing.Hash, a, b side, out *[]Change) error {
 func (s *Store) Diff(a, b string) ([]Change, error) {
 	var out []Change
 	err := s.locked(false, func() error {
-		st := s.objects()
+		st, err := s.readPacks()
+		if err != nil {
+			return err
+		}
+		defer st.Close()
 		ha, err := s.resolve(st, a)
 		if err != nil {
 			return err
@@ -247,7 +251,7 @@ func (s *Store) Diff(a, b string) ([]Change, error) {
 		if err != nil {
 			return err
 		}
-		sc, cache, _, err := s.scanNow(head, nil, false)
+		sc, cache, _, err := s.scanNow(st, head, nil, false)
 		if err != nil {
 			return err
 		}
@@ -292,7 +296,11 @@ func (s *Store) Restore(id string) (RestoreResult, error) {
 	err := s.locked(true, func() error {
 		// One view of the objects serves the whole restore: what it reads
 		// is the target's, which the checkpoint below does not add to.
-		st := s.objects()
+		st, err := s.readPacks()
+		if err != nil {
+			return err
+		}
+		defer st.Close()
 		target, err := s.resolve(st, id)
 		if err != nil {
 			return err

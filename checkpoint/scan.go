@@ -145,6 +145,9 @@ type dirScan struct {
 	fixed bool
 	// deep: read whole, trusting nothing of the base below it.
 	deep bool
+	// synth: not read either, but made from the base, with a subtree
+	// that changed (changes.go).
+	synth bool
 }
 
 // scan is the result of walking the workspace.
@@ -201,7 +204,14 @@ func (s *Store) walkWith(p prior, pl *changePlan) (*scan, error) {
 		go func() {
 			defer wg.Done()
 			for d := range jobs {
-				subs, left, err := s.readDir(d, p)
+				var subs []*dirScan
+				var left []LeftOut
+				var err error
+				if pl != nil && pl.fromBase(d) {
+					subs = pl.baseDir(d)
+				} else {
+					subs, left, err = s.readDir(d, p)
+				}
 				if pl != nil {
 					subs = pl.descend(d, subs)
 				}
