@@ -61,7 +61,7 @@ type changePlan struct {
 	// directories of reread only lead to them, and are made from the
 	// base without reading them.
 	direct map[string]bool
-	deep      map[string]bool
+	deep   map[string]bool
 	// entries are the base's entries of every directory in reread
 	// (nil: none, it is no directory there), read before the walk,
 	// which uses them from many goroutines.
