@@ -16,12 +16,13 @@ import (
 // A Watcher tells a checkpoint what changed in the workspace since a
 // checkpoint it was told of, so that the checkpoint reads only that.
 type Watcher interface {
-	// Changes returns what changed since the checkpoint last Recorded.
-	// It is called before the checkpoint reads anything.
-	Changes() Changes
-	// Recorded says that checkpoint id holds the workspace as it was
-	// when Changes returned the changes with this epoch.
-	Recorded(epoch uint64, id string)
+	// Changes returns what changed in the workspace root since the
+	// checkpoint last Recorded. It is called before the checkpoint reads
+	// anything.
+	Changes(root string) Changes
+	// Recorded says that checkpoint id holds the workspace root as it
+	// was when Changes returned the changes with this epoch.
+	Recorded(root string, epoch uint64, id string)
 }
 
 // Changes is what a watcher saw change since a checkpoint.

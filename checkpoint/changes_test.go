@@ -24,7 +24,7 @@ type oracleWatcher struct {
 	base string
 }
 
-func (w *oracleWatcher) Changes() Changes {
+func (w *oracleWatcher) Changes(string) Changes {
 	w.epoch++
 	c := w.next
 	c.Epoch = w.epoch
@@ -35,7 +35,7 @@ func (w *oracleWatcher) Changes() Changes {
 	return c
 }
 
-func (w *oracleWatcher) Recorded(epoch uint64, id string) {
+func (w *oracleWatcher) Recorded(_ string, epoch uint64, id string) {
 	if epoch == w.epoch {
 		w.base = id
 	}

@@ -35,7 +35,7 @@ type Result struct {
 func (s *Store) Checkpoint(msg string) (Result, error) {
 	var res Result
 	err := s.locked(true, func() error {
-		r, _, err := s.checkpointLocked(msg)
+		r, _, err := s.checkpointLocked(msg, true)
 		res = r
 		return err
 	})
@@ -45,8 +45,9 @@ func (s *Store) Checkpoint(msg string) (Result, error) {
 func (s *Store) cachePath() string { return filepath.Join(s.dir, "statcache") }
 
 // checkpointLocked takes a checkpoint under the exclusive lock and returns
-// the scan it made, for a restore to compare against.
-func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
+// the scan it made, for a restore to compare against (when quick, none
+// when the watcher saw nothing change since the newest checkpoint).
+func (s *Store) checkpointLocked(msg string, quick bool) (Result, *scan, error) {
 	start := time.Now()
 	head, err := s.head()
 	if err != nil {
@@ -57,11 +58,24 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 		return Result{}, nil, err
 	}
 	defer st.Close()
+	ch := s.changes()
+	if quick && ch.Full == "" && len(ch.Paths) == 0 && ch.Base == head.String() {
+		// Nothing changed since the newest checkpoint: it is this one.
+		if c, err := object.GetCommit(st, head); err == nil {
+			if left, err := leftOutOf(st, c); err == nil {
+				files, _ := filesOf(c)
+				if left == nil {
+					left = []LeftOut{}
+				}
+				return Result{ID: head.String(), Files: files, LeftOut: left, Duration: time.Since(start)}, nil, nil
+			}
+		}
+	}
 	pack, err := newPackSink(filepath.Join(s.git, "objects", "pack"))
 	if err != nil {
 		return Result{}, nil, err
 	}
-	sc, cache, ch, err := s.scanNow(st, head, pack, true)
+	sc, cache, err := s.scanNow(st, head, ch, pack, true)
 	if err != nil {
 		pack.abort()
 		return Result{}, nil, err
@@ -73,28 +87,30 @@ func (s *Store) checkpointLocked(msg string) (Result, *scan, error) {
 	}
 	res, err := s.record(st, msg, head, sc, cache, tree, pack, start)
 	if err == nil && s.opts.Watch != nil {
-		s.opts.Watch.Recorded(ch.Epoch, res.ID)
+		s.opts.Watch.Recorded(s.root, ch.Epoch, res.ID)
 	}
 	return res, sc, err
 }
 
-// scanNow finds the workspace as it is: what the watcher says changed
-// since its base, or, when there is no watcher or it cannot tell, a walk
-// of everything with the stat cache. It hashes what it must, into out
-// when out is not nil, and returns the scan with its paths left out
-// sorted, the cache it used (nil after a watched scan) and the watcher's
-// changes. report says whether to report progress.
-func (s *Store) scanNow(st storer.EncodedObjectStorer, head plumbing.Hash, out sink, report bool) (*scan, *statCache, Changes, error) {
-	var ch Changes
+// changes asks the watcher what changed since its base.
+func (s *Store) changes() Changes {
 	if s.opts.Watch == nil {
-		ch.Full = "no watcher"
-	} else {
-		ch = s.opts.Watch.Changes()
+		return Changes{Full: "no watcher"}
 	}
+	return s.opts.Watch.Changes(s.root)
+}
+
+// scanNow finds the workspace as it is: what the watcher said changed
+// since its base (ch), or, when there is no watcher or it cannot tell, a
+// walk of everything with the stat cache. It hashes what it must, into
+// out when out is not nil, and returns the scan with its paths left out
+// sorted and the cache it used (nil after a watched scan). report says
+// whether to report progress.
+func (s *Store) scanNow(st storer.EncodedObjectStorer, head plumbing.Hash, ch Changes, out sink, report bool) (*scan, *statCache, error) {
 	if ch.Full == "" && !head.IsZero() {
 		sc, err := s.scanChanges(st, ch, out)
 		if err == nil {
-			return sc, nil, ch, nil
+			return sc, nil, nil
 		}
 		// The base may be gone (gc) or damaged: walk instead.
 		s.log.Debug("watched checkpoint: walking instead", "err", err)
@@ -106,7 +122,7 @@ func (s *Store) scanNow(st storer.EncodedObjectStorer, head plumbing.Hash, out s
 	}
 	sc, err := s.walk(cache)
 	if err != nil {
-		return nil, nil, ch, err
+		return nil, nil, err
 	}
 	sc.full = ch.Full
 	var prog *progress
@@ -116,10 +132,10 @@ func (s *Store) scanNow(st storer.EncodedObjectStorer, head plumbing.Hash, out s
 	err = s.hashFiles(sc, out, prog)
 	prog.done()
 	if err != nil {
-		return nil, nil, ch, err
+		return nil, nil, err
 	}
 	sortLeftOut(sc.leftOut)
-	return sc, cache, ch, nil
+	return sc, cache, nil
 }
 
 func sortLeftOut(l []LeftOut) {

@@ -251,7 +251,7 @@ func (s *Store) Diff(a, b string) ([]Change, error) {
 		if err != nil {
 			return err
 		}
-		sc, cache, _, err := s.scanNow(st, head, nil, false)
+		sc, cache, err := s.scanNow(st, head, s.changes(), nil, false)
 		if err != nil {
 			return err
 		}
@@ -305,7 +305,7 @@ func (s *Store) Restore(id string) (RestoreResult, error) {
 		if err != nil {
 			return err
 		}
-		before, sc, err := s.checkpointLocked("before restoring " + short(target))
+		before, sc, err := s.checkpointLocked("before restoring "+short(target), false)
 		if err != nil {
 			return fmt.Errorf("checkpoint before restore: %w", err)
 		}
