@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -152,6 +153,10 @@ type Tree struct {
 	buf       []byte
 	evs       []event
 	rescan    bool
+	// sawLinks says a regular file with several hard links was seen in
+	// the tree: a change through one name changes the others, with no
+	// event naming them.
+	sawLinks bool
 }
 
 // Open starts watching root, which must be absolute with its symlinks
@@ -248,8 +253,8 @@ func (t *Tree) run() {
 	t.walk(-1, "", ".", 0, nil)
 	t.drain()
 	t.starting = false
-	t.mu.Unlock()
 	t.log.Debug("watch set up", "root", t.root, "watches", len(t.dirs))
+	t.mu.Unlock()
 
 	fds := []unix.PollFd{{Fd: int32(t.ifd), Events: unix.POLLIN}, {Fd: int32(t.efd), Events: unix.POLLIN}}
 	for {
@@ -412,6 +417,16 @@ func (t *Tree) walk(parent int32, name, rel string, pdev uint64, seen map[int32]
 			t.gap(fmt.Sprintf("list %s: %v", p.rel, err))
 		}
 		for _, e := range ents {
+			if e.Type().IsRegular() {
+				// A file written before its directory was watched is
+				// covered by the Tree path, but not its names elsewhere.
+				if fi, err := e.Info(); err == nil {
+					if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+						t.sawLinks = true
+						t.gap(fmt.Sprintf("%s has hard-linked files", p.rel))
+					}
+				}
+			}
 			if !e.IsDir() {
 				continue // symlinks are entries, never followed
 			}
@@ -591,7 +606,12 @@ func (t *Tree) handle(ev event) {
 	}
 	rel, ok := t.relOf(ev.wd)
 	if !ok {
-		return // removed, or moved out: its events are covered elsewhere
+		// Removed, or moved out: its paths are covered by its parent's
+		// event, but not the other names of a file it changed.
+		if t.sawLinks && ev.mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0 && ev.mask&unix.IN_ISDIR == 0 {
+			t.gap("a file changed in a directory no longer watched, and the tree has hard-linked files")
+		}
+		return
 	}
 	if ev.name == "" {
 		if ev.mask&(unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MODIFY) != 0 {
@@ -619,8 +639,15 @@ func (t *Tree) handle(ev event) {
 		}
 	default:
 		t.mark(crel, false)
-		if ev.mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0 && !isDir {
+		switch {
+		case isDir:
+		case ev.mask&(unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CLOSE_WRITE) != 0:
 			t.checkLinks(crel)
+		case ev.mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && !t.sawLinks:
+			var st unix.Stat_t
+			if unix.Lstat(t.abs(crel), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+				t.sawLinks = true
+			}
 		}
 	}
 }
@@ -634,9 +661,14 @@ func (t *Tree) checkLinks(rel string) {
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(t.abs(rel), &st); err != nil {
+		if t.sawLinks {
+			// Gone before its links could be counted.
+			t.gap(fmt.Sprintf("%s changed and is gone, and the tree has hard-linked files", rel))
+		}
 		return
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+		t.sawLinks = true
 		t.gap(fmt.Sprintf("%s, which has %d hard links, changed", rel, st.Nlink))
 	}
 }
@@ -693,8 +725,13 @@ func (t *Tree) Snapshot() Snapshot {
 			}
 		}
 	}
-	if snap.Full == "" && t.base == "" {
-		snap.Full = reasonNoBase
+	if t.base == "" {
+		// Without a base any snapshot is Full; say why this interval was
+		// bad if it was ("watch starting"), else that there is no base.
+		snap.Full = t.open().gap
+		if snap.Full == "" {
+			snap.Full = reasonNoBase
+		}
 	}
 	if snap.Full == "" {
 		snap.Paths = minimise(union)
