@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +36,24 @@ type Result struct {
 func (s *Store) Checkpoint(msg string) (Result, error) {
 	var res Result
 	err := s.locked(true, func() error {
-		r, _, err := s.checkpointLocked(msg, true)
+		r, _, err := s.checkpointLocked(msg, true, false)
+		res = r
+		return err
+	})
+	return res, err
+}
+
+// ErrWouldWalk says that CheckpointWatched did nothing: its watcher cannot
+// tell what changed.
+var ErrWouldWalk = errors.New("the watcher cannot tell what changed")
+
+// CheckpointWatched is Checkpoint when the watcher can tell what changed
+// since its base; otherwise it does nothing and returns an error that
+// wraps ErrWouldWalk, with the watcher's reason.
+func (s *Store) CheckpointWatched(msg string) (Result, error) {
+	var res Result
+	err := s.locked(true, func() error {
+		r, _, err := s.checkpointLocked(msg, true, true)
 		res = r
 		return err
 	})
@@ -47,7 +65,7 @@ func (s *Store) cachePath() string { return filepath.Join(s.dir, "statcache") }
 // checkpointLocked takes a checkpoint under the exclusive lock and returns
 // the scan it made, for a restore to compare against (when quick, none
 // when the watcher saw nothing change since the newest checkpoint).
-func (s *Store) checkpointLocked(msg string, quick bool) (Result, *scan, error) {
+func (s *Store) checkpointLocked(msg string, quick, watchedOnly bool) (Result, *scan, error) {
 	start := time.Now()
 	head, err := s.head()
 	if err != nil {
@@ -59,6 +77,9 @@ func (s *Store) checkpointLocked(msg string, quick bool) (Result, *scan, error) 
 	}
 	defer st.Close()
 	ch := s.changes()
+	if watchedOnly && (ch.Full != "" || head.IsZero()) {
+		return Result{}, nil, fmt.Errorf("%w: %s", ErrWouldWalk, ch.Full)
+	}
 	if quick && ch.Full == "" && len(ch.Paths) == 0 && ch.Base == head.String() {
 		// Nothing changed since the newest checkpoint: it is this one.
 		if c, err := object.GetCommit(st, head); err == nil {

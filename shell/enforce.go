@@ -241,6 +241,7 @@ func (r *run) protectNone() int {
 	e := r.e
 	l, why := r.contain(policy.None, e.Argv, e.Environ)
 	if l != nil {
+		r.beforePlain()
 		return e.execAs(l.path, l.argv, l.env, r.src)
 	}
 	if why != sudoKept {

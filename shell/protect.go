@@ -546,6 +546,9 @@ func (g *gitStep) finish(st status) int {
 	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(g.stores) > 0 && !r.src.session {
 		r.rollback(g.j, g.step, g.stores, rec, failure)
 	}
+	if rec.Outcome == journal.Kept {
+		g.checkpointAfter()
+	}
 	if b != nil {
 		rec.Escalated = b.record(journal.EscalateDrop)
 		dropped := fmt.Sprintf("what it wrote beyond its workspace (%s) was dropped", beyondText(b)) + g.dropBeyond(b)
@@ -564,6 +567,19 @@ func (g *gitStep) finish(st status) int {
 	}
 	r.finishStep(g.step, *rec, g.start, st.sig)
 	return code
+}
+
+// checkpointAfter records what a kept step left, when a watcher can tell
+// what it changed (a walk would double the step's cost): undoctl diff
+// shows it, and the next step, read-only ones above all, finds nothing
+// left to read.
+func (g *gitStep) checkpointAfter() {
+	for i, s := range g.stores {
+		res, err := s.CheckpointWatched(fmt.Sprintf("after step %d: %s", g.step.ID, clip(g.rec.Command, 200)))
+		if err == nil && i < len(g.rec.Points) {
+			g.rec.Points[i].After = res.ID
+		}
+	}
 }
 
 // beginStep opens the journal and numbers a step that may change the

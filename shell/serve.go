@@ -20,6 +20,7 @@ import (
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
@@ -58,7 +59,7 @@ const ClassifierName = "undosh-classifier"
 const maxRequest = 8 << 20
 
 // SocketPath is where the classifier of a state directory listens.
-func SocketPath(stateDir string) string { return filepath.Join(stateDir, "run", "classify.sock") }
+func SocketPath(stateDir string) string { return state.SocketPath(stateDir) }
 
 // ServeOptions configure the classifier.
 type ServeOptions struct {
@@ -118,6 +119,19 @@ func Serve(o ServeOptions) error {
 	}
 	c.self, _ = os.Stat("/proc/self/exe")
 	c.mntNS, _ = os.Stat("/proc/self/ns/mnt")
+	c.watch = c.newWatchService()
+	defer c.watch.Close()
+	c.records = make(chan pendingRecord, 1024)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		c.writeRecords()
+	}()
+	// Every step answered is journaled before the classifier exits.
+	defer func() {
+		close(c.records)
+		<-written
+	}()
 	c.root, _ = os.Stat("/")
 	log.Info("classifier started", "socket", sock, "pid", os.Getpid())
 	// One request at a time, answered by the goroutine that accepted
@@ -197,6 +211,10 @@ type classifier struct {
 	// parsed keeps the parse of large sources: a harness's shell
 	// snapshot, sourced by every command, is parsed once per content.
 	parsed *parser.Cache
+	// watch keeps the workspace watchers (watchd); records queues the
+	// journal records of the read-only steps passed (serve_watch.go).
+	watch   *watchd.Service
+	records chan pendingRecord
 
 	mu       sync.Mutex
 	policies map[string]cachedPolicy
@@ -238,6 +256,10 @@ func (c *classifier) serve(fd int) {
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	a := answer{verdict: 'U', text: c.exe}
 	req, peer, err := c.read(fd)
+	if errors.Is(err, errWatchRequest) {
+		c.serveWatch(fd, peer, req.body)
+		return
+	}
 	read := time.Since(start)
 	if err == nil {
 		a = c.answer(req, peer)
@@ -264,7 +286,12 @@ func (c *classifier) serve(fd int) {
 type request struct {
 	argv, env []string
 	cwd       string
+	// body is the payload of a request to the watchers (watchd).
+	body []byte
 }
+
+// errWatchRequest says that a request is for the watchers.
+var errWatchRequest = errors.New("a request to the watchers")
 
 // read reads one request and the credentials of its sender.
 func (c *classifier) read(fd int) (request, *unix.Ucred, error) {
@@ -279,6 +306,13 @@ func (c *classifier) read(fd int) (request, *unix.Ucred, error) {
 	if err := readFull(fd, head); err != nil {
 		return request{}, nil, err
 	}
+	if string(head[:8]) == watchd.Magic {
+		body, err := watchd.ReadBody(fdReader(fd), head)
+		if err != nil {
+			return request{}, nil, err
+		}
+		return request{body: body}, cred, errWatchRequest
+	}
 	if string(head[:8]) != "UNDOSHQ1" {
 		return request{}, nil, errors.New("bad magic")
 	}
@@ -292,6 +326,24 @@ func (c *classifier) read(fd int) (request, *unix.Ucred, error) {
 	}
 	req, err := decodeRequest(body)
 	return req, cred, err
+}
+
+// fdReader reads from fd, which times out (SO_RCVTIMEO).
+type fdReader int
+
+func (f fdReader) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(f), b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 // readFull reads len(b) bytes from fd, which times out (SO_RCVTIMEO).
@@ -430,8 +482,17 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	if route == routeProtect || res.Decision.SyntaxErr != "" {
 		return undosh()
 	}
+	// A read-only step passed to the real shell has a checkpoint of its
+	// workspace first (readonly.go); one nested in a read-only step has
+	// the outer one's.
+	pass := func(a answer) answer {
+		if held == nil && !res.Decision.Own {
+			c.beforeReadOnly(stateDir, pol, getenv, req.cwd, text, int(peer.Pid))
+		}
+		return a
+	}
 	if route == routePlain {
-		return execReal(real)
+		return pass(execReal(real))
 	}
 	if runsAsRoot(res.Facts) && peer.Uid != 0 {
 		return undosh() // Landlock would stop its sudo: undosh checkpoints it instead
@@ -447,13 +508,13 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 		if fd := c.ns.get(plan, writable.paths, writable.inodes); fd == held && held != nil {
 			return execReal(real) // already held to this very plan
 		} else if fd != nil && held == nil {
-			return answer{verdict: 'N', text: plan, ns: fd}
+			return pass(answer{verdict: 'N', text: plan, ns: fd})
 		}
 	}
 	if held != nil {
 		return undosh() // another limit than the one it is held to: undosh decides
 	}
-	return answer{verdict: 'L', text: plan}
+	return pass(answer{verdict: 'L', text: plan})
 }
 
 // view reports whether process pid sees the files the classifier sees:

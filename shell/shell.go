@@ -211,6 +211,7 @@ func (r *run) main() int {
 	r.runsAsRoot = runsAsRoot(res.Facts)
 	switch routeOf(r.dec, r.enforcing()) {
 	case routePlain:
+		r.beforePlain()
 		return e.exec(r.real, r.src)
 	case routeLimited:
 		return r.protectNone()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,6 +141,8 @@ type Tree struct {
 	rootIno   [2]uint64 // dev, ino of the root at set-up
 	mountList []string
 	starting  bool
+	// walking is set while a walk of the whole tree holds mu.
+	walking atomic.Bool
 	permanent string // a gap every new segment starts with
 	base      string
 	baseEpoch uint64
@@ -217,6 +220,7 @@ func Open(root string, o Options) (*Tree, error) {
 		return nil, fmt.Errorf("watch %s: %w", root, err)
 	}
 	t.segs = []*segment{{paths: map[string]bool{}, gap: reasonStarting}}
+	t.walking.Store(true)
 	go t.run()
 	return t, nil
 }
@@ -253,6 +257,7 @@ func (t *Tree) run() {
 	t.walk(-1, "", ".", 0, nil)
 	t.drain()
 	t.starting = false
+	t.walking.Store(false)
 	t.log.Debug("watch set up", "root", t.root, "watches", len(t.dirs))
 	t.mu.Unlock()
 
@@ -574,6 +579,8 @@ func (t *Tree) drainOnce() bool {
 // rewalk adds watches for every directory, after events were lost, and
 // removes the watches of directories no longer in the tree.
 func (t *Tree) rewalk() {
+	t.walking.Store(true)
+	defer t.walking.Store(false)
 	seen := make(map[int32]bool, len(t.dirs))
 	t.walk(-1, "", ".", 0, seen)
 	for wd := range t.dirs {
@@ -700,6 +707,11 @@ func (t *Tree) checkOutside() {
 // and returns what changed since the base. The caller reads the paths
 // and then reports what it recorded with [Tree.Recorded].
 func (t *Tree) Snapshot() Snapshot {
+	if t.walking.Load() {
+		// A walk holds the lock for seconds in a large tree: do not wait
+		// for it. No epoch: what a checkpoint records now is not kept.
+		return Snapshot{Full: reasonStarting}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.closed {
@@ -823,6 +835,9 @@ func (t *Tree) Recorded(epoch uint64, tree string) {
 // Status reports the state of the tree. It handles the events already
 // queued, into the open segment.
 func (t *Tree) Status() Status {
+	if t.walking.Load() {
+		return Status{Root: t.root, Full: reasonStarting}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.closed {

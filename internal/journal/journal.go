@@ -43,6 +43,9 @@ const (
 	Discarded  = "discarded"         // a machine step that failed in a copy; the machine is unchanged
 	Finished   = "rolled back later" // a rollback cut short, finished by the next undosh
 	Killed     = "killed"            // undosh died while the step ran; its changes stay
+	// PassedThrough: read-only, run as bash would after a checkpoint of
+	// its workspace (undoctl back undoes it if it changed something).
+	PassedThrough = "passed through"
 )
 
 // Checkpoint is a workspace checkpointed for a step.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -34,7 +35,14 @@ func Dir(flag string, getenv func(string) string, uid int) string {
 // The fork engine's own directory at the top of a mount (.undosh-fork,
 // undo data of machine steps) is never part of a workspace's checkpoint,
 // whatever the policy says: a rollback must not take it away.
+//
+// Their checkpoints ask the classifier of dir, when one runs, what changed
+// since the last one (watchd): then they read only that.
 func StoreOptions(dir string, pol *policy.Policy, home string) checkpoint.Options {
 	exclude := append(slices.Clip(pol.Exclude), "**/"+fork.HiddenName+"/**")
-	return checkpoint.Options{StateDir: dir, Exclude: exclude, MaxFileSize: pol.MaxFileSize, Home: home}
+	return checkpoint.Options{StateDir: dir, Exclude: exclude, MaxFileSize: pol.MaxFileSize, Home: home,
+		Watch: &watchd.Client{Socket: SocketPath(dir), Exclude: exclude, MaxSize: pol.MaxFileSize}}
 }
+
+// SocketPath is where the classifier of state directory dir listens.
+func SocketPath(dir string) string { return filepath.Join(dir, "run", "classify.sock") }

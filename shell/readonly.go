@@ -1,0 +1,90 @@
+package shell
+
+import (
+	"os"
+	"time"
+
+	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/internal/watchd"
+	"github.com/undosh/undosh/policy"
+)
+
+// A read-only step, one the classifier says changes nothing, still has a
+// checkpoint of its workspace from just before it, so that undoctl back N
+// undoes it if the classifier was wrong. With a watcher that saw nothing
+// change since the newest checkpoint, that checkpoint is it, and taking
+// it costs two small reads; otherwise it reads what changed (or walks
+// everything once, when nothing watched the workspace).
+
+// readOnlyStep is a read-only step about to run.
+type readOnlyStep struct {
+	stateDir, home, cwd, command string
+	pid                          int
+	pol                          *policy.Policy
+	// watch, when set, is the watcher to use (the classifier's own);
+	// else the stores ask the classifier.
+	watch func(exclude []string, maxSize int64) watchd.Local
+}
+
+// readOnlyCheckpoint checkpoints the workspace of a read-only step and
+// returns its journal record, to append once the step runs. It returns
+// false when the step has no workspace, or its store cannot be written
+// (a sandbox around undosh keeps it read-only): the step runs unrecorded,
+// as it would have before.
+func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
+	roots := classify.WorkspaceRoots(s.cwd, s.home)
+	if len(roots) == 0 || s.stateDir == "" {
+		return journal.Record{}, false
+	}
+	rec := journal.Record{Time: time.Now(), PID: s.pid, Cwd: s.cwd, Command: clip(s.command, maxCommand), Class: policy.None.String(),
+		Verdict: policy.Run.String(), Outcome: journal.PassedThrough}
+	for _, root := range roots {
+		o := state.StoreOptions(s.stateDir, s.pol, s.home)
+		if s.watch != nil {
+			o.Watch = s.watch(o.Exclude, o.MaxFileSize)
+		}
+		st, err := checkpoint.Open(root, o)
+		if err != nil {
+			continue
+		}
+		res, err := st.Checkpoint("before a read-only step: " + clip(s.command, 200))
+		st.Close()
+		if err != nil {
+			continue
+		}
+		rec.Points = append(rec.Points, journal.Checkpoint{Root: st.Workspace(), Before: res.ID})
+	}
+	return rec, len(rec.Points) > 0
+}
+
+// journalReadOnly numbers and journals a read-only step.
+func journalReadOnly(stateDir string, rec journal.Record) error {
+	j, err := journal.Open(stateDir)
+	if err != nil {
+		return err
+	}
+	// A read-only step makes no step beside it overlapped: it is meant
+	// to change nothing, and its checkpoint says what it did.
+	id, err := j.NewQuietID()
+	if err != nil {
+		return err
+	}
+	rec.ID = id
+	return j.Append(rec)
+}
+
+// beforePlain checkpoints and journals a read-only step undosh itself
+// passes to the real shell.
+func (r *run) beforePlain() {
+	if r.dec.Own || r.stateDir == "" {
+		return
+	}
+	text, _ := r.commandText()
+	rec, ok := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.e.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid()})
+	if ok {
+		journalReadOnly(r.stateDir, rec)
+	}
+}
