@@ -142,7 +142,7 @@ type Tree struct {
 	mountList []string
 	starting  bool
 	// walking is set while a walk of the whole tree holds mu.
-	walking atomic.Bool
+	walking   atomic.Bool
 	permanent string // a gap every new segment starts with
 	base      string
 	baseEpoch uint64
