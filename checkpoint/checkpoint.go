@@ -88,7 +88,7 @@ func (s *Store) checkpointLocked(msg string, quick, watchedOnly bool) (Result, *
 				if left == nil {
 					left = []LeftOut{}
 				}
-				return Result{ID: head.String(), Files: files, LeftOut: left, Duration: time.Since(start)}, nil, nil
+				return Result{ID: head.String(), Tree: c.TreeHash.String(), Files: files, LeftOut: left, Duration: time.Since(start)}, nil, nil
 			}
 		}
 	}
@@ -166,7 +166,7 @@ func sortLeftOut(l []LeftOut) {
 // record writes the checkpoint of scan sc, whose root tree is tree, as a
 // child of head, unless head already records it.
 func (s *Store) record(st storer.EncodedObjectStorer, msg string, head plumbing.Hash, sc *scan, cache *statCache, tree plumbing.Hash, pack *packSink, start time.Time) (Result, error) {
-	res := Result{Files: sc.files, Hashed: sc.hashed, LeftOut: sc.leftOut, Walk: sc.full}
+	res := Result{Files: sc.files, Hashed: sc.hashed, LeftOut: sc.leftOut, Walk: sc.full, Tree: tree.String()}
 	if res.LeftOut == nil {
 		res.LeftOut = []LeftOut{}
 	}

@@ -475,7 +475,7 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 			var res checkpoint.Result
 			res, err = s.Checkpoint(fmt.Sprintf("before step %d: %s", step.ID, clip(rec.Command, 200)))
 			if err == nil {
-				g.rec.Points = append(g.rec.Points, journal.Checkpoint{Root: s.Workspace(), Before: res.ID})
+				g.rec.Points = append(g.rec.Points, journal.Checkpoint{Root: s.Workspace(), Before: res.ID, Walk: res.Walk})
 				continue
 			}
 		}

@@ -55,7 +55,7 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
 		if err != nil {
 			continue
 		}
-		rec.Points = append(rec.Points, journal.Checkpoint{Root: st.Workspace(), Before: res.ID})
+		rec.Points = append(rec.Points, journal.Checkpoint{Root: st.Workspace(), Before: res.ID, Walk: res.Walk})
 	}
 	return rec, len(rec.Points) > 0
 }

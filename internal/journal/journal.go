@@ -58,6 +58,9 @@ type Checkpoint struct {
 	After string `json:"after,omitempty"`
 	// Restored counts the files a rollback or restore wrote or removed.
 	Restored int `json:"restored,omitempty"`
+	// Walk says why the checkpoint before the step walked the whole
+	// workspace rather than read what its watcher saw change.
+	Walk string `json:"walk,omitempty"`
 }
 
 // MachineCommit is a machine step's commit onto one filesystem, in the
