@@ -19,7 +19,10 @@ import (
 
 // Result says what a checkpoint did.
 type Result struct {
-	ID      string    `json:"id"`
+	ID string `json:"id"`
+	// Tree is the id of the tree the checkpoint records: checkpoints of
+	// the same state of the workspace have the same tree.
+	Tree    string    `json:"tree"`
 	Changed bool      `json:"changed"`  // false: nothing changed, ID is the existing checkpoint
 	Files   int       `json:"files"`    // files and symlinks recorded
 	Hashed  int       `json:"hashed"`   // files read and hashed this time
