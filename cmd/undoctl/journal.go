@@ -285,7 +285,7 @@ func diffCmd(args []string, io stdio, getenv func(string) string) error {
 		if err != nil {
 			return err
 		}
-		after, note, err := afterStep(s, pt)
+		after, note, err := afterStep(s, pt, nextBefore(j, n, pt.Root))
 		if err == nil {
 			var ch []checkpoint.Change
 			ch, err = s.Diff(pt.Before, after)
@@ -316,12 +316,18 @@ func diffCmd(args []string, io stdio, getenv func(string) string) error {
 	return nil
 }
 
-// afterStep names the state just after a step: the checkpoint taken when
-// it was rolled back, else the next checkpoint in the chain, else the
-// workspace as it is now ("").
-func afterStep(s *checkpoint.Store, pt journal.Checkpoint) (string, string, error) {
+// afterStep names the state just after a step: the checkpoint taken after
+// it (when it was kept or rolled back), else the checkpoint before the
+// next step in the same workspace (next), else the next checkpoint in the
+// chain, else the workspace as it is now ("").
+func afterStep(s *checkpoint.Store, pt journal.Checkpoint, next string) (string, string, error) {
 	if pt.After != "" {
 		return pt.After, "", nil
+	}
+	if next != "" {
+		// Steps that change nothing share their checkpoint: the chain's
+		// next one may be a later step's.
+		return next, "", nil
 	}
 	l, err := s.Log()
 	if err != nil {
@@ -336,6 +342,27 @@ func afterStep(s *checkpoint.Store, pt journal.Checkpoint) (string, string, erro
 		}
 	}
 	return "", "", fmt.Errorf("checkpoint %s is gone from the store (undoctl gc drops old ones)", shortID(pt.Before))
+}
+
+// nextBefore is the checkpoint taken before the first step after step n
+// in workspace root, "" when there is none.
+func nextBefore(j *journal.Journal, n int, root string) string {
+	recs, err := j.Read()
+	if err != nil {
+		return ""
+	}
+	best, before := 0, ""
+	for _, r := range recs {
+		if r.ID <= n || best != 0 && r.ID >= best {
+			continue
+		}
+		for _, p := range r.Points {
+			if p.Root == root && p.Before != "" {
+				best, before = r.ID, p.Before
+			}
+		}
+	}
+	return before
 }
 
 func shortID(id string) string {

@@ -1296,6 +1296,7 @@ type journalRecord struct {
 		Root   string `json:"root"`
 		Before string `json:"before"`
 		After  string `json:"after"`
+		Walk   string `json:"walk"`
 	} `json:"checkpoints"`
 }
 
