@@ -18,6 +18,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -178,20 +179,44 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 		if err != nil {
 			return err
 		}
+		w := c.watchStatus(s, getenv)
 		if *asJSON {
-			return printJSON(out, st)
+			return printJSON(out, struct {
+				checkpoint.Status
+				Watch string `json:"watch"`
+			}{st, w})
 		}
 		fmt.Fprintf(out, "workspace:   %s\nstore:       %s (%d bytes)\ncheckpoints: %d\n", st.Workspace, st.Store, st.Bytes, st.Checkpoints)
 		if st.Newest != "" {
 			fmt.Fprintf(out, "newest:      %s\n", st.Newest[:12])
 		}
 		fmt.Fprintf(out, "host:        %s\n", c.hostStatus(getenv))
+		fmt.Fprintf(out, "watch:       %s\n", w)
 		fmt.Fprintf(out, "left out:    %d\n", len(st.LeftOut))
 		for _, l := range st.LeftOut {
 			fmt.Fprintf(out, "  %-12s %s\n", l.Reason, quotePath(l.Path))
 		}
 	}
 	return nil
+}
+
+// watchStatus says whether the classifier watches the workspace of s,
+// and what its next checkpoint reads.
+func (c *common) watchStatus(s *checkpoint.Store, getenv func(string) string) string {
+	sd := state.Dir(c.stateDir, getenv, os.Getuid())
+	if sd == "" {
+		return "none (no state directory)"
+	}
+	a, err := watchd.Ask(state.SocketPath(sd), watchd.Request{Op: "status"}, 2*time.Second)
+	if err != nil {
+		return "none: no classifier runs for " + sd + ", so every checkpoint walks the whole workspace (undosh-fast starts one)"
+	}
+	for _, w := range a.Status {
+		if w.Root == s.Workspace() {
+			return watchLine(w)
+		}
+	}
+	return "not watched yet: the classifier watches a workspace from its first checkpoint, which walks it"
 }
 
 // hostStatus says where machine steps go: the sandbox host and whether it

@@ -11,6 +11,7 @@ import (
 
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/install"
+	"github.com/undosh/undosh/internal/watchd"
 )
 
 var installUsage = map[string]string{
@@ -324,6 +325,17 @@ func printReport(w io.Writer, rep install.Report) {
 	default:
 		line("classifier", "not running (%s); only undosh-fast starts and asks it", c.Socket)
 	}
+	switch c := rep.Classifier; {
+	case c.Socket == "":
+	case !c.Running:
+		line("watch", "none: with no classifier, every checkpoint walks the whole workspace")
+	case len(c.Watches) == 0:
+		line("watch", "no workspace yet (a workspace is watched from its first checkpoint; fs.inotify.max_user_watches = %d)", c.MaxUserWatches)
+	default:
+		for _, w := range c.Watches {
+			line("watch", "%s", watchLine(w))
+		}
+	}
 	switch e := rep.Enforcement; {
 	case !rep.Policy.OK:
 	case !e.On:
@@ -357,4 +369,14 @@ func size(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// watchLine says what a watcher watches and what the next checkpoint of
+// its workspace reads.
+func watchLine(w watchd.Status) string {
+	next := "the next checkpoint reads only what changed"
+	if w.Full != "" {
+		next = "the next checkpoint walks everything: " + w.Full
+	}
+	return fmt.Sprintf("%s: %d directories, %d paths changed since the last checkpoint; %s", w.Root, w.Watches, w.Dirty, next)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -161,6 +162,13 @@ type ClassifierInfo struct {
 	Running bool   `json:"running"`
 	// PID is its process id, from run/classify.pid, when it is running.
 	PID int `json:"pid,omitempty"`
+	// Watches are the workspaces its watchers watch (watchd): a
+	// checkpoint there reads only what changed, unless Full says why the
+	// next one walks everything.
+	Watches []watchd.Status `json:"watches,omitempty"`
+	// MaxUserWatches is fs.inotify.max_user_watches: the directories one
+	// user's watchers may watch, over every workspace.
+	MaxUserWatches int `json:"max_user_watches,omitempty"`
 }
 
 // Enforcement says how steps are held to their class (docs/enforce.md).
@@ -666,6 +674,18 @@ func (d *doctor) classifier() {
 	}
 	if b, err := os.ReadFile(filepath.Join(d.rep.State.Dir, "run", "classify.pid")); err == nil {
 		ci.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches"); err == nil {
+		ci.MaxUserWatches, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if a, err := watchd.Ask(ci.Socket, watchd.Request{Op: "status"}, 2*time.Second); err == nil {
+		ci.Watches = a.Status
+	}
+	for _, w := range ci.Watches {
+		if strings.HasPrefix(w.Full, "watch limit reached") {
+			d.problem("the watcher of %s ran out of inotify watches (%s): every checkpoint there walks the whole workspace",
+				"raise it: sysctl fs.inotify.max_user_watches=N (each watch costs the kernel about 1 KiB), or exclude large directories in the policy", w.Root, w.Full)
+		}
 	}
 }
 
