@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -217,4 +218,47 @@ func withoutRoot(m map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestPacksStayFew: every checkpoint writes a pack, and every read looks
+// in each, so a long chain merges its small packs: their number stays
+// bounded, and every checkpoint stays whole.
+func TestPacksStayFew(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	w := &oracleWatcher{}
+	s := openStore(t, ws, Options{Watch: w})
+	var ids []string
+	for i := range 3 * maxPacks {
+		name := fmt.Sprintf("f%d.txt", i%7)
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w.next = Changes{Paths: []Changed{{Rel: name}}}
+		r, err := s.Checkpoint("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	packs, err := filepath.Glob(filepath.Join(s.git, "objects", "pack", "pack-*.pack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packs) > maxPacks+1 {
+		t.Errorf("%d packs after %d checkpoints: the small ones were not merged", len(packs), len(ids))
+	}
+	r, err := s.Check()
+	if err != nil || len(r.Problems) > 0 {
+		t.Fatalf("check: %v %v", err, r.Problems)
+	}
+	if r.Checkpoints != len(ids) {
+		t.Errorf("check counts %d checkpoints, want %d", r.Checkpoints, len(ids))
+	}
+	if _, err := s.Restore(ids[0]); err != nil {
+		t.Fatalf("restore the first checkpoint: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f0.txt")); string(b) != "0" {
+		t.Errorf("f0.txt after restoring the first checkpoint: %q", b)
+	}
 }

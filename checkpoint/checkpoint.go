@@ -113,6 +113,11 @@ func (s *Store) checkpointLocked(msg string, quick, watchedOnly bool) (Result, *
 	if err == nil && s.opts.Watch != nil {
 		s.opts.Watch.Recorded(s.root, ch.Epoch, res.ID)
 	}
+	if err == nil && res.Changed && len(st.packs) >= maxPacks {
+		if err := s.consolidate(); err != nil {
+			s.log.Debug("packs not merged", "err", err)
+		}
+	}
 	return res, sc, err
 }
 

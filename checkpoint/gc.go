@@ -304,7 +304,11 @@ func (s *Store) repack(packs []packInfo, live map[plumbing.Hash]bool) error {
 // rewrite removed.
 func (s *Store) rewrite(old []packInfo, live map[plumbing.Hash]bool) error {
 	dir := filepath.Join(s.git, "objects", "pack")
-	st := s.objects()
+	st, err := s.readPacks()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	out, err := newPackSink(dir)
 	if err != nil {
 		return err
@@ -343,6 +347,51 @@ func (s *Store) rewrite(old []packInfo, live map[plumbing.Hash]bool) error {
 		}
 	}
 	return nil
+}
+
+// maxPacks is how many packs a store keeps before it merges the small
+// ones: every checkpoint writes one, and every read looks in each.
+const maxPacks = 32
+
+// smallPack is the size under which a pack is merged with the others.
+const smallPack = 1 << 20
+
+// consolidate merges the small packs into one when there are more than
+// maxPacks, under the exclusive lock. It only saves time: on any error
+// the packs stay as they are, every object in at least one of them.
+func (s *Store) consolidate() error {
+	dir := filepath.Join(s.git, "objects", "pack")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var small []packInfo
+	packs := 0
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), ".pack")
+		if !ok || !strings.HasPrefix(base, "pack-") {
+			continue
+		}
+		packs++
+		if fi, err := e.Info(); err != nil || fi.Size() >= smallPack {
+			continue
+		}
+		pi, err := readPackInfo(dir, base)
+		if err != nil {
+			return err
+		}
+		small = append(small, pi)
+	}
+	if packs <= maxPacks || len(small) < 2 {
+		return nil
+	}
+	live := map[plumbing.Hash]bool{}
+	for _, p := range small {
+		for h := range p.sizes {
+			live[h] = true
+		}
+	}
+	return s.rewrite(small, live)
 }
 
 // removePack deletes a pack: the pack first, so that an index is never
