@@ -131,3 +131,67 @@ func waitJournalGrow(state string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A classifier killed while it takes the checkpoint before a read-only
+// step loses nothing: the front end runs the step through undosh, the
+// store checks clean and takes the next checkpoint.
+func TestClassifierKilledMidCheckpoint(t *testing.T) {
+	needFast(t)
+	t.Parallel()
+	ws := t.TempDir()
+	body := []byte(strings.Repeat("the classifier walks this whole tree on its first checkpoint\n", 30))
+	for i := range 20000 {
+		p := filepath.Join(ws, fmt.Sprintf("d%02d/e%02d/f%d.txt", i/1000, i/50%20, i))
+		if i%50 == 0 {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(p, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("git", "-C", ws, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	state := t.TempDir()
+	cmd := exec.Command(undoshBin)
+	cmd.Args[0] = "undosh-classifier"
+	cmd.Env = append(os.Environ(), "UNDOSH_STATE_DIR="+state, "UNDOSH_CLASSIFIER_IDLE=2m")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	waitForFile(t, filepath.Join(state, "run", "classify.pid"))
+	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir(), "UNDOSH_POLICY=-", "UNDOSH_REAL_BASH=/bin/bash")
+	done := make(chan ran, 1)
+	go func() { done <- runWith(t, fastBin, ws, env, "bash", "-c", "echo read-only") }()
+	// The checkpoint writes its pack as it hashes: kill the classifier
+	// once the pack is being written.
+	packs := filepath.Join(state, "checkpoints")
+	killed := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !killed; time.Sleep(time.Millisecond) {
+		m, _ := filepath.Glob(filepath.Join(packs, "*", "git", "objects", "pack", ".tmp-pack-*"))
+		if len(m) > 0 {
+			cmd.Process.Kill()
+			killed = true
+		}
+	}
+	got := <-done
+	if !killed {
+		t.Skip("the classifier finished its first checkpoint before it could be killed in it")
+	}
+	if got.code != 0 || got.stdout != "read-only\n" {
+		t.Fatalf("the step whose classifier was killed: %+v", got)
+	}
+	check := runWith(t, undoctlBin, ws, env, "undoctl", "check")
+	if check.code != 0 || !strings.Contains(check.stdout, ": ok") {
+		t.Errorf("undoctl check after the kill: %+v", check)
+	}
+	if c := runWith(t, undoctlBin, ws, env, "undoctl", "checkpoint"); c.code != 0 {
+		t.Errorf("undoctl checkpoint after the kill: %+v", c)
+	}
+}
