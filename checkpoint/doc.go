@@ -11,6 +11,17 @@
 // [Store.Restore] puts back exactly what differs from a checkpoint, after
 // first checkpointing the current state so that the restore can be undone.
 //
+// Watched checkpoints. With [Options.Watch], a checkpoint asks a
+// [Watcher] what changed since a base checkpoint and reads only that: the
+// directories that hold a changed path, the files named and the subtrees
+// that appeared; every other directory keeps the base's tree, and those
+// that only lead to a change are made from the base without being read
+// (changes.go). When the watcher cannot tell, or the base cannot be read,
+// it walks everything; [Result.Walk] says why. Objects are read from the
+// packs in place (packread.go), and the small packs are merged once there
+// are more than 32, so that the cost follows the change, not the tree or
+// the length of the chain.
+//
 // Permissions. A git tree holds only whether a file is executable (mode
 // 100644 or 100755), so the rest is recorded beside it. A tree whose
 // entries have permission bits (mode & 07777: setuid, setgid and sticky
@@ -36,6 +47,10 @@
 //     then the checkpoint ref by temp file, fsync and rename: a kill at any
 //     instant leaves a store that opens, checks clean and takes the next
 //     checkpoint. Orphaned packs are harmless and [Store.GC] removes them.
+//   - A watched checkpoint records the tree a walk would: the same ids,
+//     byte for byte. It trusts the watcher for every path it does not
+//     read, and never writes the stat cache (a walk's cache stays as the
+//     last walk left it: older, so a walk hashes more, never less).
 //   - The stat cache is an optimisation: a missing or corrupt cache means
 //     "hash again", never an error. Entries modified within the cache's
 //     timestamp granularity (the racy-git rule) are always hashed again.
