@@ -36,6 +36,8 @@ type Changes struct {
 	// Full, when set, says why the watcher cannot tell what changed: the
 	// checkpoint walks the whole workspace.
 	Full string
+	// Absent says that no watcher answered at all (Full says why).
+	Absent bool
 }
 
 // Changed is one path that may have changed: relative to the workspace,

@@ -39,24 +39,39 @@ type Result struct {
 func (s *Store) Checkpoint(msg string) (Result, error) {
 	var res Result
 	err := s.locked(true, func() error {
-		r, _, err := s.checkpointLocked(msg, true, false)
+		r, _, err := s.checkpointLocked(msg, true, WalkAlways)
 		res = r
 		return err
 	})
 	return res, err
 }
 
-// ErrWouldWalk says that CheckpointWatched did nothing: its watcher cannot
-// tell what changed.
-var ErrWouldWalk = errors.New("the watcher cannot tell what changed")
+// ErrWouldWalk says that CheckpointIf did nothing: it would have walked
+// the workspace, which its Walks forbade.
+var ErrWouldWalk = errors.New("the checkpoint would walk the whole workspace")
 
-// CheckpointWatched is Checkpoint when the watcher can tell what changed
-// since its base; otherwise it does nothing and returns an error that
-// wraps ErrWouldWalk, with the watcher's reason.
-func (s *Store) CheckpointWatched(msg string) (Result, error) {
+// Walks says when CheckpointIf may walk the whole workspace.
+type Walks int
+
+const (
+	// WalkAlways walks whenever the watcher cannot tell what changed:
+	// Checkpoint.
+	WalkAlways Walks = iota
+	// WalkWhenWatched walks when a watcher answered but cannot tell
+	// (the first checkpoint it sees, a gap in its events), and does
+	// nothing when none answered.
+	WalkWhenWatched
+	// WalkNever checkpoints only when the watcher can tell what changed.
+	WalkNever
+)
+
+// CheckpointIf is Checkpoint, except that it does nothing, and returns
+// an error wrapping ErrWouldWalk with the watcher's reason, where w
+// forbids the walk it would take.
+func (s *Store) CheckpointIf(msg string, w Walks) (Result, error) {
 	var res Result
 	err := s.locked(true, func() error {
-		r, _, err := s.checkpointLocked(msg, true, true)
+		r, _, err := s.checkpointLocked(msg, true, w)
 		res = r
 		return err
 	})
@@ -68,7 +83,7 @@ func (s *Store) cachePath() string { return filepath.Join(s.dir, "statcache") }
 // checkpointLocked takes a checkpoint under the exclusive lock and returns
 // the scan it made, for a restore to compare against (when quick, none
 // when the watcher saw nothing change since the newest checkpoint).
-func (s *Store) checkpointLocked(msg string, quick, watchedOnly bool) (Result, *scan, error) {
+func (s *Store) checkpointLocked(msg string, quick bool, w Walks) (Result, *scan, error) {
 	start := time.Now()
 	head, err := s.head()
 	if err != nil {
@@ -80,7 +95,8 @@ func (s *Store) checkpointLocked(msg string, quick, watchedOnly bool) (Result, *
 	}
 	defer st.Close()
 	ch := s.changes()
-	if watchedOnly && (ch.Full != "" || head.IsZero()) {
+	switch walks := ch.Full != "" || head.IsZero(); {
+	case walks && w == WalkNever, ch.Absent && w == WalkWhenWatched:
 		return Result{}, nil, fmt.Errorf("%w: %s", ErrWouldWalk, ch.Full)
 	}
 	if quick && ch.Full == "" && len(ch.Paths) == 0 && ch.Base == head.String() {
@@ -124,7 +140,7 @@ func (s *Store) checkpointLocked(msg string, quick, watchedOnly bool) (Result, *
 // changes asks the watcher what changed since its base.
 func (s *Store) changes() Changes {
 	if s.opts.Watch == nil {
-		return Changes{Full: "no watcher"}
+		return Changes{Full: "no watcher", Absent: true}
 	}
 	return s.opts.Watch.Changes(s.root)
 }

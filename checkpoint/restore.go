@@ -305,7 +305,7 @@ func (s *Store) Restore(id string) (RestoreResult, error) {
 		if err != nil {
 			return err
 		}
-		before, sc, err := s.checkpointLocked("before restoring "+short(target), false, false)
+		before, sc, err := s.checkpointLocked("before restoring "+short(target), false, WalkAlways)
 		if err != nil {
 			return fmt.Errorf("checkpoint before restore: %w", err)
 		}

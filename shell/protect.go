@@ -575,7 +575,7 @@ func (g *gitStep) finish(st status) int {
 // left to read.
 func (g *gitStep) checkpointAfter() {
 	for i, s := range g.stores {
-		res, err := s.CheckpointWatched(fmt.Sprintf("after step %d: %s", g.step.ID, clip(g.rec.Command, 200)))
+		res, err := s.CheckpointIf(fmt.Sprintf("after step %d: %s", g.step.ID, clip(g.rec.Command, 200)), checkpoint.WalkNever)
 		if err == nil && i < len(g.rec.Points) {
 			g.rec.Points[i].After = res.ID
 		}

@@ -25,7 +25,9 @@ type readOnlyStep struct {
 	pid                          int
 	pol                          *policy.Policy
 	// watch, when set, is the watcher to use (the classifier's own);
-	// else the stores ask the classifier.
+	// else the stores ask the classifier, and take no checkpoint when
+	// none answers (a walk for every read-only step would cost more than
+	// the step: the classifier is what makes it cheap).
 	watch func(exclude []string, maxSize int64) watchd.Local
 }
 
@@ -36,7 +38,7 @@ type readOnlyStep struct {
 // as it would have before.
 func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
 	roots := classify.WorkspaceRoots(s.cwd, s.home)
-	if len(roots) == 0 || s.stateDir == "" {
+	if len(roots) == 0 || s.stateDir == "" || s.watch == nil && !watchd.Answers(state.SocketPath(s.stateDir)) {
 		return journal.Record{}, false
 	}
 	rec := journal.Record{Time: time.Now(), PID: s.pid, Cwd: s.cwd, Command: clip(s.command, maxCommand), Class: policy.None.String(),
@@ -50,7 +52,11 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
 		if err != nil {
 			continue
 		}
-		res, err := st.Checkpoint("before a read-only step: " + clip(s.command, 200))
+		walks := checkpoint.WalkWhenWatched
+		if s.watch != nil {
+			walks = checkpoint.WalkAlways
+		}
+		res, err := st.CheckpointIf("before a read-only step: "+clip(s.command, 200), walks)
 		st.Close()
 		if err != nil {
 			continue

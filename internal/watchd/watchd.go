@@ -50,7 +50,7 @@ const maxTrees = 16
 
 // Request is one question to the watchers.
 type Request struct {
-	// Op is "changes", "recorded" or "status".
+	// Op is "changes", "recorded", "status" or "ping".
 	Op string `json:"op"`
 	// Root and Key name the workspace and the checkpoint options.
 	Root    string   `json:"root,omitempty"`
@@ -113,6 +113,8 @@ func (s *Service) Close() {
 // Do answers one request from process pid.
 func (s *Service) Do(r Request, pid int) Answer {
 	switch r.Op {
+	case "ping":
+		return Answer{}
 	case "status":
 		return Answer{Status: s.status()}
 	case "changes", "recorded":
@@ -252,7 +254,7 @@ func (c *Client) Changes(root string) checkpoint.Changes {
 	a, err := c.ask(r)
 	switch {
 	case err != nil:
-		return checkpoint.Changes{Full: "no watcher: " + err.Error()}
+		return checkpoint.Changes{Full: "no watcher: " + err.Error(), Absent: true}
 	case a.Err != "":
 		return checkpoint.Changes{Full: "watcher: " + a.Err}
 	case a.Changes == nil:
@@ -290,6 +292,13 @@ func (l Local) Changes(root string) checkpoint.Changes {
 // Recorded implements [checkpoint.Watcher].
 func (l Local) Recorded(root string, epoch uint64, id string) {
 	l.S.Do(Request{Op: "recorded", Root: root, Exclude: l.Exclude, MaxSize: l.MaxSize, Epoch: epoch, ID: id}, 0)
+}
+
+// Answers reports whether something listens on socket, quickly: a step
+// that has no watcher to ask walks, or goes without a checkpoint.
+func Answers(socket string) bool {
+	a, err := Ask(socket, Request{Op: "ping"}, time.Second)
+	return err == nil && a.Err == ""
 }
 
 // Ask sends one request to the classifier listening on socket.
