@@ -628,6 +628,12 @@ func (t *Tree) handle(ev event) {
 	}
 	crel := join(rel, ev.name)
 	if t.excluded(crel) {
+		// A checkpoint lists the excluded paths it leaves out: one made,
+		// removed or moved changes that list. What happens under it does
+		// not, and is not watched.
+		if ev.mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+			t.mark(crel, false)
+		}
 		return
 	}
 	isDir := ev.mask&unix.IN_ISDIR != 0
