@@ -31,7 +31,9 @@
 //     is missed.
 //   - Symlinks are entries, never followed: a symlink loop is harmless.
 //   - Excluded directories are not watched, and changes under them are
-//     not reported.
+//     not reported. An excluded path made, removed or moved is reported
+//     (as a plain path, never a Tree one): the checkpoint's list of paths
+//     left out names it.
 //   - After an overflow, or a change of the mounts under the root, every
 //     directory is walked again, so that later snapshots can be trusted.
 //   - Memory stays bounded: past Options.MaxPaths the set is dropped

@@ -141,9 +141,11 @@ type Tree struct {
 	rootIno   [2]uint64 // dev, ino of the root at set-up
 	mountList []string
 	starting  bool
-	// walking is set while a walk of the whole tree holds mu.
+	// walking is set while a walk of the whole tree holds mu, and
+	// walkWhy says why it walks: a snapshot meanwhile is Full with it.
 	walking   atomic.Bool
-	permanent string // a gap every new segment starts with
+	walkWhy   atomic.Value // string
+	permanent string       // a gap every new segment starts with
 	base      string
 	baseEpoch uint64
 	epoch     uint64
@@ -220,6 +222,7 @@ func Open(root string, o Options) (*Tree, error) {
 		return nil, fmt.Errorf("watch %s: %w", root, err)
 	}
 	t.segs = []*segment{{paths: map[string]bool{}, gap: reasonStarting}}
+	t.walkWhy.Store(reasonStarting)
 	t.walking.Store(true)
 	go t.run()
 	return t, nil
@@ -579,6 +582,11 @@ func (t *Tree) drainOnce() bool {
 // rewalk adds watches for every directory, after events were lost, and
 // removes the watches of directories no longer in the tree.
 func (t *Tree) rewalk() {
+	why := t.open().gap
+	if why == "" {
+		why = reasonStarting
+	}
+	t.walkWhy.Store(why)
 	t.walking.Store(true)
 	defer t.walking.Store(false)
 	seen := make(map[int32]bool, len(t.dirs))
@@ -628,6 +636,12 @@ func (t *Tree) handle(ev event) {
 	}
 	crel := join(rel, ev.name)
 	if t.excluded(crel) {
+		// A checkpoint lists the excluded paths it leaves out: one made,
+		// removed or moved changes that list. What happens under it does
+		// not, and is not watched.
+		if ev.mask&(unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+			t.mark(crel, false)
+		}
 		return
 	}
 	isDir := ev.mask&unix.IN_ISDIR != 0
@@ -710,7 +724,7 @@ func (t *Tree) Snapshot() Snapshot {
 	if t.walking.Load() {
 		// A walk holds the lock for seconds in a large tree: do not wait
 		// for it. No epoch: what a checkpoint records now is not kept.
-		return Snapshot{Full: reasonStarting}
+		return Snapshot{Full: t.walkWhy.Load().(string)}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -836,7 +850,7 @@ func (t *Tree) Recorded(epoch uint64, tree string) {
 // queued, into the open segment.
 func (t *Tree) Status() Status {
 	if t.walking.Load() {
-		return Status{Root: t.root, Full: reasonStarting}
+		return Status{Root: t.root, Full: t.walkWhy.Load().(string)}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -199,14 +199,29 @@ func TestExclude(t *testing.T) {
 	root := tempRoot(t)
 	write(t, root+"/node_modules/x/y", "1")
 	write(t, root+"/src/a", "1")
+	write(t, root+"/src/b.o", "1")
 	tr := openReady(t, root, Options{Exclude: []string{"node_modules/**", "**/*.o"}})
 	write(t, root+"/node_modules/x/y", "2")
 	write(t, root+"/node_modules/x/z", "2")
-	write(t, root+"/src/a.o", "2")
+	write(t, root+"/src/b.o", "2")
 	write(t, root+"/src/a", "2")
 	s := snapTrusted(t, tr)
 	if got := strings.Join(rels(s.Paths), " "); got != "src/a" {
 		t.Errorf("Paths = %s, want src/a", got)
+	}
+	// An excluded path made or removed changes what a checkpoint leaves
+	// out: it is reported, but not what happens under it.
+	tr.Recorded(s.Epoch, "t1")
+	write(t, root+"/src/a.o", "2")
+	if err := os.Remove(root + "/src/b.o"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(root + "/node_modules"); err != nil {
+		t.Fatal(err)
+	}
+	s = snapTrusted(t, tr)
+	if got := strings.Join(rels(s.Paths), " "); got != "node_modules src/a.o src/b.o" {
+		t.Errorf("Paths = %s, want node_modules src/a.o src/b.o", got)
 	}
 	for wd := range tr.dirs {
 		if rel, _ := tr.relOf(wd); strings.HasPrefix(rel, "node_modules") {
