@@ -262,3 +262,33 @@ func TestPacksStayFew(t *testing.T) {
 		t.Errorf("f0.txt after restoring the first checkpoint: %q", b)
 	}
 }
+
+// TestCurrent: the newest checkpoint stands for the workspace only while
+// the watcher saw nothing change since it.
+func TestCurrent(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	w := &oracleWatcher{}
+	s := openStore(t, ws, Options{Watch: w})
+	if _, ok := s.Current(); ok {
+		t.Fatal("Current with no checkpoint yet")
+	}
+	r, err := s.Checkpoint("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := s.Current(); !ok || id != r.ID {
+		t.Errorf("Current = %s, %v; want %s", id, ok, r.ID)
+	}
+	w.next = Changes{Paths: []Changed{{Rel: "a"}}}
+	if _, ok := s.Current(); ok {
+		t.Error("Current although the watcher saw a change")
+	}
+	w.next = Changes{Full: "event queue overflowed"}
+	if _, ok := s.Current(); ok {
+		t.Error("Current although the watcher cannot tell")
+	}
+	if _, ok := openStore(t, ws, Options{}).Current(); ok {
+		t.Error("Current with no watcher")
+	}
+}

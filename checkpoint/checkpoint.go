@@ -46,6 +46,25 @@ func (s *Store) Checkpoint(msg string) (Result, error) {
 	return res, err
 }
 
+// Current returns the newest checkpoint when the watcher saw nothing
+// change since it, without taking the store's lock or reading any object:
+// the checkpoint before a read-only step, on the path that answers it.
+// ok is false when a checkpoint must be taken (CheckpointIf).
+func (s *Store) Current() (id string, ok bool) {
+	if s.opts.Watch == nil {
+		return "", false
+	}
+	head, err := s.head()
+	if err != nil || head.IsZero() {
+		return "", false
+	}
+	ch := s.opts.Watch.Changes(s.root)
+	if ch.Full != "" || len(ch.Paths) > 0 || ch.Base != head.String() {
+		return "", false
+	}
+	return ch.Base, true
+}
+
 // ErrWouldWalk says that CheckpointIf did nothing: it would have walked
 // the workspace, which its Walks forbade.
 var ErrWouldWalk = errors.New("the checkpoint would walk the whole workspace")

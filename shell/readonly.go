@@ -52,11 +52,16 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
 		if err != nil {
 			continue
 		}
-		walks := checkpoint.WalkWhenWatched
-		if s.watch != nil {
-			walks = checkpoint.WalkAlways
+		res := checkpoint.Result{}
+		if id, ok := st.Current(); ok {
+			res.ID = id // nothing changed since the newest checkpoint
+		} else {
+			walks := checkpoint.WalkWhenWatched
+			if s.watch != nil {
+				walks = checkpoint.WalkAlways
+			}
+			res, err = st.CheckpointIf("before a read-only step: "+clip(s.command, 200), walks)
 		}
-		res, err := st.CheckpointIf("before a read-only step: "+clip(s.command, 200), walks)
 		st.Close()
 		if err != nil {
 			continue
