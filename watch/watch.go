@@ -306,6 +306,19 @@ func (t *Tree) gap(reason string) {
 
 // setPermanent records a state the watch cannot recover from: the open
 // segment and every later one carry reason.
+// Broken returns why every snapshot of t will be Full from now on (the
+// root gone, the watch limit reached, a filesystem that does not report),
+// "" when nothing says so: a caller may open a new Tree once the cause is
+// gone.
+func (t *Tree) Broken() string {
+	if t.walking.Load() {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.permanent
+}
+
 func (t *Tree) setPermanent(reason string) {
 	if t.permanent == "" {
 		t.permanent = reason

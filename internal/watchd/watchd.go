@@ -80,6 +80,11 @@ type Service struct {
 	// Retention drops a workspace not asked about for this long.
 	Retention time.Duration
 	Log       *slog.Logger
+	// RetryBroken is how long a watcher that can never tell again (its
+	// workspace gone, the watch limit reached) is kept before the next
+	// checkpoint starts a new one, which walks the tree to set up; zero
+	// means a minute.
+	RetryBroken time.Duration
 	// InView reports whether the process pid sees the files the
 	// service does (nil, or pid 0: the service itself).
 	InView func(pid int) bool
@@ -94,6 +99,17 @@ type tree struct {
 	exclude []string
 	maxSize int64
 	asked   time.Time
+	opened  time.Time
+}
+
+// drop stops the watcher t of key k, unless another replaced it.
+func (s *Service) drop(k string, t *tree) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.trees[k] == t {
+		t.t.Close()
+		delete(s.trees, k)
+	}
 }
 
 func key(r Request) string {
@@ -136,6 +152,16 @@ func (s *Service) Do(r Request, pid int) Answer {
 		return Answer{}
 	}
 	snap := t.t.Snapshot()
+	retry := s.RetryBroken
+	if retry == 0 {
+		retry = time.Minute
+	}
+	if why := t.t.Broken(); why != "" && time.Since(t.opened) >= retry {
+		// The workspace may be back (cloned again where it was) or the
+		// limit raised: the next checkpoint watches it afresh.
+		s.log().Info("watch: starting again", "root", t.root, "was", why)
+		s.drop(key(r), t)
+	}
 	ch := &checkpoint.Changes{Epoch: snap.Epoch, Base: snap.Base, Full: snap.Full}
 	if ch.Full == "" && len(snap.Paths) > maxPaths {
 		ch.Full = fmt.Sprintf("too many changes (%d paths)", len(snap.Paths))
@@ -185,7 +211,7 @@ func (s *Service) tree(r Request) (*tree, error) {
 		return nil, err
 	}
 	s.log().Info("watch: watching", "root", r.Root)
-	t := &tree{t: wt, root: r.Root, exclude: r.Exclude, maxSize: r.MaxSize, asked: now}
+	t := &tree{t: wt, root: r.Root, exclude: r.Exclude, maxSize: r.MaxSize, asked: now, opened: now}
 	s.trees[k] = t
 	return t, nil
 }
