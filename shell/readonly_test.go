@@ -21,7 +21,9 @@ func BenchmarkReadOnlyCheckpoint(b *testing.B) {
 	svc := &watchd.Service{}
 	defer svc.Close()
 	s := readOnlyStep{stateDir: sd, pol: policy.Default(), cwd: ws, command: "ls",
-		watch: func(exclude []string, maxSize int64) watchd.Local { return watchd.Local{S: svc, Exclude: exclude, MaxSize: maxSize} }}
+		watch: func(exclude []string, maxSize int64) watchd.Local {
+			return watchd.Local{S: svc, Exclude: exclude, MaxSize: maxSize}
+		}}
 	// Until the watch is set up and has a base, the checkpoint walks.
 	for i := 0; ; i++ {
 		rec, ok := readOnlyCheckpoint(s)
