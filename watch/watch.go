@@ -845,6 +845,12 @@ func minimise(set map[string]bool) []Path {
 // the base, or one never handed out, is ignored, so checkpoints may
 // finish out of order.
 func (t *Tree) Recorded(epoch uint64, tree string) {
+	if t.walking.Load() {
+		// A walk holds the lock for seconds in a large tree, and the
+		// walk that follows a gap makes the next snapshot Full anyway:
+		// forgetting this base only makes it read more.
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if epoch <= t.baseEpoch || epoch > t.epoch {
