@@ -176,6 +176,12 @@ func enter(s *initSpec) error {
 			flags |= unix.MS_RDONLY
 		}
 		if err := unix.Mount(mountSource, target, "overlay", flags, data); err != nil {
+			if _, gone := os.Lstat(l.Mount); l.Mount != "/" && errors.Is(err, unix.ENOENT) && errors.Is(gone, os.ErrNotExist) {
+				// Unmounted and removed from the machine since the copy
+				// was planned: the copy has no such path either, and its
+				// layer stays empty.
+				continue
+			}
 			return fmt.Errorf("mount the overlay of %s: %w", l.Mount, err)
 		}
 	}

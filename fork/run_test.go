@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -619,5 +620,60 @@ func TestOpen(t *testing.T) {
 	}
 	if s := run(t, o, "true"); s.err != nil || s.ExitCode != 0 {
 		t.Errorf("run in the opened copy: %+v, %v", s.Result, s.err)
+	}
+}
+
+// privateNS marks a test re-run by itself in a mount namespace of its own.
+const privateNS = "UNDOSH_FORK_TEST_PRIVATE_NS"
+
+// inPrivateNS reports whether the test runs in a private mount namespace;
+// when it does not, it runs the test there (a mount made on the machine
+// would break the other tests copying its mounts meanwhile) and says so.
+func inPrivateNS(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(privateNS) != "" {
+		return true
+	}
+	requireEngine(t)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", os.Args[0], "-test.run", "^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), privateNS+"=1")
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err != nil:
+		t.Fatalf("in a private mount namespace: %v\n%s", err, out)
+	case bytes.Contains(out, []byte("--- SKIP")):
+		t.Skipf("in a private mount namespace:\n%s", out)
+	}
+	t.Logf("in a private mount namespace:\n%s", out)
+	return false
+}
+
+// A mount the machine drops, directory and all, after a copy was planned
+// is not in the copy either: the copy still runs.
+func TestMountGoneBeforeRun(t *testing.T) {
+	if !inPrivateNS(t) {
+		return
+	}
+	dir, err := os.MkdirTemp("/opt", "undosh-fork-gone-")
+	if err != nil {
+		t.Skipf("no /opt: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := unix.Mount("undosh-test", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	c := newCopy(t, Options{})
+	if c.OverlayOf(dir+"/x") == nil || c.OverlayOf(dir+"/x").Mount != dir {
+		t.Fatalf("the copy has no layer of %s: %+v", dir, c.OverlayOf(dir+"/x"))
+	}
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	s := run(t, c, "test -e "+dir+" || echo gone")
+	if s.err != nil || s.ExitCode != 0 || s.stdout != "gone\n" {
+		t.Fatalf("a copy whose mount went away: %+v, %v, stdout %q, stderr %q", s.Result, s.err, s.stdout, s.stderr)
 	}
 }
