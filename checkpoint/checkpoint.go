@@ -108,16 +108,16 @@ func (s *Store) checkpointLocked(msg string, quick bool, w Walks) (Result, *scan
 	if err != nil {
 		return Result{}, nil, err
 	}
-	st, err := s.readPacks()
-	if err != nil {
-		return Result{}, nil, err
-	}
-	defer st.Close()
 	ch := s.changes()
 	switch walks := ch.Full != "" || head.IsZero(); {
 	case walks && w == WalkNever, ch.Absent && w == WalkWhenWatched:
 		return Result{}, nil, fmt.Errorf("%w: %s", ErrWouldWalk, ch.Full)
 	}
+	st, err := s.readPacks()
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer st.Close()
 	if quick && ch.Full == "" && len(ch.Paths) == 0 && ch.Base == head.String() {
 		// Nothing changed since the newest checkpoint: it is this one.
 		if c, err := object.GetCommit(st, head); err == nil {

@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/undosh/undosh/checkpoint"
@@ -279,6 +280,8 @@ func (c *Client) Changes(root string) checkpoint.Changes {
 	r := Request{Op: "changes", Root: root, Exclude: c.Exclude, MaxSize: c.MaxSize}
 	a, err := c.ask(r)
 	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
+		return checkpoint.Changes{Full: "no classifier runs to watch it", Absent: true}
 	case err != nil:
 		return checkpoint.Changes{Full: "no watcher: " + err.Error(), Absent: true}
 	case a.Err != "":
