@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"errors"
 	"os"
 	"time"
 
@@ -35,11 +36,14 @@ type readOnlyStep struct {
 // returns its journal record, to append once the step runs. It returns
 // false when the step has no workspace, or its store cannot be written
 // (a sandbox around undosh keeps it read-only): the step runs unrecorded,
-// as it would have before.
-func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
+// as it would have before. In the classifier (s.watch set) it never
+// walks: when the checkpoint would, it returns an error wrapping
+// checkpoint.ErrWouldWalk, and the classifier hands the step to undosh,
+// so that a walk of a large tree never holds up the other front ends.
+func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 	roots := classify.WorkspaceRoots(s.cwd, s.home)
 	if len(roots) == 0 || s.stateDir == "" || s.watch == nil && !watchd.Answers(state.SocketPath(s.stateDir)) {
-		return journal.Record{}, false
+		return journal.Record{}, false, nil
 	}
 	rec := journal.Record{Time: time.Now(), PID: s.pid, Cwd: s.cwd, Command: clip(s.command, maxCommand), Class: policy.None.String(),
 		Verdict: policy.Run.String(), Outcome: journal.PassedThrough}
@@ -58,17 +62,20 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool) {
 		} else {
 			walks := checkpoint.WalkWhenWatched
 			if s.watch != nil {
-				walks = checkpoint.WalkAlways
+				walks = checkpoint.WalkNever
 			}
 			res, err = st.CheckpointIf("before a read-only step: "+clip(s.command, 200), walks)
 		}
 		st.Close()
+		if s.watch != nil && errors.Is(err, checkpoint.ErrWouldWalk) {
+			return journal.Record{}, false, err
+		}
 		if err != nil {
 			continue
 		}
 		rec.Points = append(rec.Points, journal.Checkpoint{Root: st.Workspace(), Before: res.ID, Walk: res.Walk})
 	}
-	return rec, len(rec.Points) > 0
+	return rec, len(rec.Points) > 0, nil
 }
 
 // journalReadOnly numbers and journals a read-only step.
@@ -94,7 +101,7 @@ func (r *run) beforePlain() {
 		return
 	}
 	text, _ := r.commandText()
-	rec, ok := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.e.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid()})
+	rec, ok, _ := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.e.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid()})
 	if ok {
 		journalReadOnly(r.stateDir, rec)
 	}

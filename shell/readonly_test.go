@@ -1,10 +1,13 @@
 package shell
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
 )
@@ -20,23 +23,33 @@ func BenchmarkReadOnlyCheckpoint(b *testing.B) {
 	}
 	svc := &watchd.Service{}
 	defer svc.Close()
-	s := readOnlyStep{stateDir: sd, pol: policy.Default(), cwd: ws, command: "ls",
-		watch: func(exclude []string, maxSize int64) watchd.Local {
-			return watchd.Local{S: svc, Exclude: exclude, MaxSize: maxSize}
-		}}
-	// Until the watch is set up and has a base, the checkpoint walks.
+	local := func(exclude []string, maxSize int64) watchd.Local {
+		return watchd.Local{S: svc, Exclude: exclude, MaxSize: maxSize}
+	}
+	s := readOnlyStep{stateDir: sd, pol: policy.Default(), cwd: ws, command: "ls", watch: local}
+	// The classifier never walks for a read-only step: undosh does, once
+	// the watch is set up, and from then on the watcher can tell.
 	for i := 0; ; i++ {
-		rec, ok := readOnlyCheckpoint(s)
+		rec, ok, err := readOnlyCheckpoint(s)
 		if ok && rec.Points[0].Walk == "" {
 			break
 		}
-		if i > 1000 {
-			b.Fatal("the watch never took over")
+		if !errors.Is(err, checkpoint.ErrWouldWalk) || i > 1000 {
+			b.Fatalf("the watch never took over: %v", err)
+		}
+		o := state.StoreOptions(sd, s.pol, "")
+		o.Watch = local(o.Exclude, o.MaxFileSize)
+		st, err := checkpoint.Open(ws, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Checkpoint("walk"); err != nil {
+			b.Fatal(err)
 		}
 	}
 	for b.Loop() {
-		if _, ok := readOnlyCheckpoint(s); !ok {
-			b.Fatal("no checkpoint")
+		if _, ok, err := readOnlyCheckpoint(s); !ok || err != nil {
+			b.Fatal("no checkpoint", err)
 		}
 	}
 }

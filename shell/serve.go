@@ -486,8 +486,8 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	// workspace first (readonly.go); one nested in a read-only step has
 	// the outer one's.
 	pass := func(a answer) answer {
-		if held == nil && !res.Decision.Own {
-			c.beforeReadOnly(stateDir, pol, getenv, req.cwd, text, int(peer.Pid))
+		if held == nil && !res.Decision.Own && !c.beforeReadOnly(stateDir, pol, getenv, req.cwd, text, int(peer.Pid)) {
+			return undosh() // its checkpoint walks: not here
 		}
 		return a
 	}

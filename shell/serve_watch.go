@@ -53,20 +53,27 @@ func (c *classifier) serveWatch(fd int, peer *unix.Ucred, body []byte) {
 
 // beforeReadOnly takes the checkpoint before a read-only step that the
 // classifier passes to the real shell, and queues its journal record,
-// which a goroutine writes once the front end has its answer.
-func (c *classifier) beforeReadOnly(stateDir string, pol *policy.Policy, getenv func(string) string, cwd, command string, pid int) {
-	rec, ok := readOnlyCheckpoint(readOnlyStep{stateDir: stateDir, pol: pol, home: getenv("HOME"), cwd: cwd, command: command, pid: pid,
+// which a goroutine writes once the front end has its answer. It returns
+// false when that checkpoint would walk the whole workspace: undosh then
+// runs the step, and walks in its own process, so that a walk of a large
+// tree never holds up the other front ends.
+func (c *classifier) beforeReadOnly(stateDir string, pol *policy.Policy, getenv func(string) string, cwd, command string, pid int) bool {
+	rec, ok, err := readOnlyCheckpoint(readOnlyStep{stateDir: stateDir, pol: pol, home: getenv("HOME"), cwd: cwd, command: command, pid: pid,
 		watch: func(exclude []string, maxSize int64) watchd.Local {
 			return watchd.Local{S: c.watch, Exclude: exclude, MaxSize: maxSize}
 		}})
+	if err != nil {
+		return false
+	}
 	if !ok {
-		return
+		return true
 	}
 	select {
 	case c.records <- pendingRecord{stateDir: stateDir, rec: rec}:
 	default:
 		c.log.Warn("journal queue full: a read-only step is not journaled", "command", clip(command, 80))
 	}
+	return true
 }
 
 type pendingRecord struct {
