@@ -246,8 +246,8 @@ func processesWith(marker string) []string {
 	return pids
 }
 
-// processesIn returns the host's processes that see the copy's mounts:
-// those whose mount table holds the copy's directory.
+// processesIn returns the host's processes that run in the copy: those
+// whose root is an overlay with the copy's layers.
 func processesIn(c *Copy) []string {
 	self, _ := os.Readlink("/proc/thread-self/ns/mnt")
 	var pids []string
@@ -260,8 +260,17 @@ func processesIn(c *Copy) []string {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-		if err == nil && strings.Contains(string(b), c.Dir) {
-			pids = append(pids, e.Name())
+		if err != nil {
+			continue
+		}
+		// Its root is an overlay whose layers are the copy's. Another
+		// test's namespace made while the copy existed lists the copy's
+		// directory too, as a mount it took over from the machine.
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[4] == "/" && strings.Contains(line, c.Dir) {
+				pids = append(pids, e.Name())
+				break
+			}
 		}
 	}
 	return pids
