@@ -53,7 +53,8 @@ const maxTrees = 16
 type Request struct {
 	// Op is "changes", "recorded", "status" or "ping".
 	Op string `json:"op"`
-	// Root and Key name the workspace and the checkpoint options.
+	// Root, Exclude and MaxSize name the workspace and the checkpoint
+	// options its watcher serves.
 	Root    string   `json:"root,omitempty"`
 	Exclude []string `json:"exclude,omitempty"`
 	MaxSize int64    `json:"max_size,omitempty"`
