@@ -132,9 +132,11 @@ func waitJournalGrow(state string) {
 	}
 }
 
-// A classifier killed while it takes the checkpoint before a read-only
-// step loses nothing: the front end runs the step through undosh, the
-// store checks clean and takes the next checkpoint.
+// A classifier killed in the middle of a read-only step's checkpoint
+// loses nothing. That checkpoint walks (the first in the workspace), so
+// the classifier hands the step to undosh, which asked the classifier's
+// watcher what changed and is writing its pack when the classifier dies:
+// the step runs, the store checks clean and takes the next checkpoint.
 func TestClassifierKilledMidCheckpoint(t *testing.T) {
 	needFast(t)
 	t.Parallel()
@@ -170,7 +172,7 @@ func TestClassifierKilledMidCheckpoint(t *testing.T) {
 	done := make(chan ran, 1)
 	go func() { done <- runWith(t, fastBin, ws, env, "bash", "-c", "echo read-only") }()
 	// The checkpoint writes its pack as it hashes: kill the classifier
-	// once the pack is being written.
+	// once the pack is being written, before undosh tells it the result.
 	packs := filepath.Join(state, "checkpoints")
 	killed := false
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !killed; time.Sleep(time.Millisecond) {
