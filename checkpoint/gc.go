@@ -40,6 +40,17 @@ type packInfo struct {
 	name  string // pack-<id>, without extension
 	size  int64  // .pack + .idx bytes
 	sizes map[plumbing.Hash]int64
+	// entries are its objects by offset, as stored.
+	entries []packEntry
+}
+
+// packEntry is one object of a pack as it is stored: its header and
+// compressed data take size bytes from offset.
+type packEntry struct {
+	hash   plumbing.Hash
+	offset int64
+	size   int64
+	crc    uint32
 }
 
 // GC drops old checkpoints and the objects nothing needs any more. It
@@ -244,8 +255,10 @@ func readPackInfo(dir, base string) (packInfo, error) {
 		list = append(list, e)
 	}
 	end := packFI.Size() - sha1.Size
+	pi.entries = make([]packEntry, len(list))
 	for i := len(list) - 1; i >= 0; i-- {
 		pi.sizes[list[i].Hash] = end - int64(list[i].Offset)
+		pi.entries[i] = packEntry{hash: list[i].Hash, offset: int64(list[i].Offset), size: end - int64(list[i].Offset), crc: list[i].CRC32}
 		end = int64(list[i].Offset)
 	}
 	return pi, nil
@@ -299,39 +312,20 @@ func (s *Store) repack(packs []packInfo, live map[plumbing.Hash]bool) error {
 }
 
 // rewrite copies the live objects of some packs into one new pack, then
-// removes the old ones. It reads through a fresh view of the objects:
-// one opened before an earlier rewrite would still look in packs that
-// rewrite removed.
+// removes the old ones. It copies each object as it is stored, without
+// inflating it: undosh writes every object whole, and an object stored as
+// a delta (which would name another by its offset) stops the rewrite
+// before anything is removed.
 func (s *Store) rewrite(old []packInfo, live map[plumbing.Hash]bool) error {
 	dir := filepath.Join(s.git, "objects", "pack")
-	st, err := s.readPacks()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	out, err := newPackSink(dir)
 	if err != nil {
 		return err
 	}
 	for _, p := range old {
-		for h := range p.sizes {
-			if !live[h] {
-				continue
-			}
-			obj, err := st.EncodedObject(plumbing.AnyObject, h)
-			if err != nil {
-				out.abort()
-				return fmt.Errorf("read object %s: %w", short(h), err)
-			}
-			data, err := readAll(obj)
-			if err != nil {
-				out.abort()
-				return fmt.Errorf("read object %s: %w", short(h), err)
-			}
-			if err := out.add(obj.Type(), h, data); err != nil {
-				out.abort()
-				return err
-			}
+		if err := copyLive(out, filepath.Join(dir, p.name+".pack"), p.entries, live); err != nil {
+			out.abort()
+			return fmt.Errorf("rewrite %s: %w", p.name, err)
 		}
 	}
 	name, err := out.finish()
@@ -343,6 +337,34 @@ func (s *Store) rewrite(old []packInfo, live map[plumbing.Hash]bool) error {
 			continue // the same objects: the same pack
 		}
 		if err := removePack(dir, p.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyLive copies the live objects among entries of the pack file name
+// into out, as stored.
+func copyLive(out *packSink, name string, entries []packEntry, live map[plumbing.Hash]bool) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, e := range entries {
+		if !live[e.hash] {
+			continue
+		}
+		raw := make([]byte, e.size)
+		if _, err := f.ReadAt(raw, e.offset); err != nil {
+			return fmt.Errorf("read object %s: %w", short(e.hash), err)
+		}
+		switch plumbing.ObjectType(raw[0] >> 4 & 7) {
+		case plumbing.CommitObject, plumbing.TreeObject, plumbing.BlobObject, plumbing.TagObject:
+		default:
+			return fmt.Errorf("object %s is stored as a delta", short(e.hash))
+		}
+		if err := out.addRaw(e.hash, raw, e.crc); err != nil {
 			return err
 		}
 	}

@@ -116,6 +116,25 @@ func (p *packSink) add(t plumbing.ObjectType, h plumbing.Hash, data []byte) erro
 	return nil
 }
 
+// addRaw appends an object as another pack stores it (header and
+// compressed data), once per object id.
+func (p *packSink) addRaw(h plumbing.Hash, raw []byte, crc uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[h] {
+		return nil
+	}
+	p.seen[h] = true
+	if _, err := p.w.Write(raw); err != nil {
+		return fmt.Errorf("write pack: %w", err)
+	}
+	p.idx.Add(h, uint64(p.off), crc)
+	p.off += int64(len(raw))
+	p.written += int64(len(raw))
+	p.count++
+	return nil
+}
+
 // finish completes the pack and its index and moves both into place:
 // index first, then pack, each durably. It returns the pack's name, or ""
 // when the pack held nothing.
