@@ -318,9 +318,11 @@ func (l *limit) caught(roots []string) *beyond {
 func (l *limit) diff(roots []string, t0 time.Time) *beyond {
 	b := &beyond{}
 	for _, o := range l.copy.Overlays {
-		if emptyDir(o.Upper) {
+		if emptyDir(o.Upper) || mountGone(o.Mount) {
 			// Nothing written over this mount, which the machine may
-			// no longer have (a tmpfs unmounted since the view was made).
+			// no longer have (a tmpfs unmounted since the view was
+			// made); or the machine dropped it, directory and all, so
+			// that what the view wrote over it has nowhere to go.
 			continue
 		}
 		plan, err := fork.Diff(fork.Layer{Target: o.Mount, Upper: o.Upper, T0: t0},
@@ -530,6 +532,13 @@ func under(p string, dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// mountGone reports whether the machine no longer has the directory
+// mount (a tmpfs unmounted and removed since a view was made over it).
+func mountGone(mount string) bool {
+	_, err := os.Lstat(mount)
+	return mount != "/" && errors.Is(err, os.ErrNotExist)
 }
 
 // emptyDir reports whether dir holds no entry.

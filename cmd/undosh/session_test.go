@@ -933,3 +933,36 @@ func TestSessionViewMountGone(t *testing.T) {
 		t.Errorf("a workspace line after the unmount printed %q; screen:\n%s", out, tm.screen())
 	}
 }
+
+// A mount the session wrote in through its view, which the machine then
+// drops directory and all, leaves the lines after it as they were: what
+// the view holds over it has nowhere to go.
+func TestSessionViewMountRemoved(t *testing.T) {
+	needForkEngine(t)
+	dir, err := os.MkdirTemp("/opt", "undosh-mount-removed-")
+	if err != nil {
+		t.Skipf("no /opt: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := unix.Mount("undosh-test", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	})
+	tm := newTerm(t, undoshBin+" -i", "")
+	tm.line("echo z > " + dir + "/z") // beyond the workspace: settled after the line
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if out := tm.line("echo y > f; cat f"); out != "y\n" {
+		t.Errorf("a workspace line after the mount was removed printed %q; screen:\n%s", out, tm.screen())
+	}
+}
