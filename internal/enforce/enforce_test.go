@@ -382,7 +382,9 @@ func TestNothingLeft(t *testing.T) {
 			continue
 		}
 		old, ok := was[f[0]]
-		if ok && old != l {
+		// A copy of the machine that another test's step runs in is
+		// made read-only when it ends ("stop the view's writes").
+		if ok && old != l && !strings.Contains(l, " - tmpfs undosh-fork ") {
 			t.Errorf("a host mount changed:\nbefore %s\nafter  %s", old, l)
 		}
 		if !ok && (f[4] == ws || f[4] == "/tmp" || f[4] == "/proc/sys") {
