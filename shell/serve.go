@@ -348,19 +348,11 @@ func (f fdReader) Read(b []byte) (int, error) {
 
 // readFull reads len(b) bytes from fd, which times out (SO_RCVTIMEO).
 func readFull(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Read(fd, b)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil:
-			return err
-		case n == 0:
-			return io.ErrUnexpectedEOF
-		}
-		b = b[n:]
+	_, err := io.ReadFull(fdReader(fd), b)
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
 	}
-	return nil
+	return err
 }
 
 // decodeRequest decodes a request payload.
