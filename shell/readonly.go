@@ -25,11 +25,11 @@ type readOnlyStep struct {
 	stateDir, home, cwd, command string
 	pid                          int
 	pol                          *policy.Policy
-	// watch, when set, is the watcher to use (the classifier's own);
-	// else the stores ask the classifier, and take no checkpoint when
-	// none answers (a walk for every read-only step would cost more than
-	// the step: the classifier is what makes it cheap).
-	watch func(exclude []string, maxSize int64) watchd.Local
+	// watch, when set, is the classifier's own watchers; else the stores
+	// ask the classifier, and take no checkpoint when none answers (a
+	// walk for every read-only step would cost more than the step: the
+	// classifier is what makes it cheap).
+	watch *watchd.Service
 }
 
 // readOnlyCheckpoint checkpoints the workspace of a read-only step and
@@ -47,11 +47,11 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 	}
 	rec := journal.Record{Time: time.Now(), PID: s.pid, Cwd: s.cwd, Command: clip(s.command, maxCommand), Class: policy.None.String(),
 		Verdict: policy.Run.String(), Outcome: journal.PassedThrough}
+	o := state.StoreOptions(s.stateDir, s.pol, s.home)
+	if s.watch != nil {
+		o.Watch = s.watch.Watcher(o.Exclude, o.MaxFileSize)
+	}
 	for _, root := range roots {
-		o := state.StoreOptions(s.stateDir, s.pol, s.home)
-		if s.watch != nil {
-			o.Watch = s.watch(o.Exclude, o.MaxFileSize)
-		}
 		st, err := checkpoint.Open(root, o)
 		if err != nil {
 			continue

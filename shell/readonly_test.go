@@ -23,10 +23,7 @@ func BenchmarkReadOnlyCheckpoint(b *testing.B) {
 	}
 	svc := &watchd.Service{}
 	defer svc.Close()
-	local := func(exclude []string, maxSize int64) watchd.Local {
-		return watchd.Local{S: svc, Exclude: exclude, MaxSize: maxSize}
-	}
-	s := readOnlyStep{stateDir: sd, pol: policy.Default(), cwd: ws, command: "ls", watch: local}
+	s := readOnlyStep{stateDir: sd, pol: policy.Default(), cwd: ws, command: "ls", watch: svc}
 	// The classifier never walks for a read-only step: undosh does, once
 	// the watch is set up, and from then on the watcher can tell.
 	for i := 0; ; i++ {
@@ -38,7 +35,7 @@ func BenchmarkReadOnlyCheckpoint(b *testing.B) {
 			b.Fatalf("the watch never took over: %v", err)
 		}
 		o := state.StoreOptions(sd, s.pol, "")
-		o.Watch = local(o.Exclude, o.MaxFileSize)
+		o.Watch = svc.Watcher(o.Exclude, o.MaxFileSize)
 		st, err := checkpoint.Open(ws, o)
 		if err != nil {
 			b.Fatal(err)

@@ -59,9 +59,7 @@ func (c *classifier) serveWatch(fd int, peer *unix.Ucred, body []byte) {
 // tree never holds up the other front ends.
 func (c *classifier) beforeReadOnly(stateDir string, pol *policy.Policy, getenv func(string) string, cwd, command string, pid int) bool {
 	rec, ok, err := readOnlyCheckpoint(readOnlyStep{stateDir: stateDir, pol: pol, home: getenv("HOME"), cwd: cwd, command: command, pid: pid,
-		watch: func(exclude []string, maxSize int64) watchd.Local {
-			return watchd.Local{S: c.watch, Exclude: exclude, MaxSize: maxSize}
-		}})
+		watch: c.watch})
 	if err != nil {
 		return false
 	}

@@ -41,7 +41,7 @@ func Dir(flag string, getenv func(string) string, uid int) string {
 func StoreOptions(dir string, pol *policy.Policy, home string) checkpoint.Options {
 	exclude := append(slices.Clip(pol.Exclude), "**/"+fork.HiddenName+"/**")
 	return checkpoint.Options{StateDir: dir, Exclude: exclude, MaxFileSize: pol.MaxFileSize, Home: home,
-		Watch: &watchd.Client{Socket: SocketPath(dir), Exclude: exclude, MaxSize: pol.MaxFileSize}}
+		Watch: watchd.Client(SocketPath(dir), exclude, pol.MaxFileSize)}
 }
 
 // SocketPath is where the classifier of state directory dir listens.

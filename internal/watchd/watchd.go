@@ -264,22 +264,31 @@ func ReadBody(r io.Reader, head []byte) ([]byte, error) {
 	return body, nil
 }
 
-// Client asks the classifier listening on Socket about the workspaces of
-// stores with one set of options. It is a [checkpoint.Watcher]: when the
-// classifier cannot be reached, every checkpoint walks.
-type Client struct {
-	Socket  string
-	Exclude []string
-	MaxSize int64
-	// Timeout bounds one exchange; zero means 5 s (a first snapshot of
-	// a large workspace waits for nothing: set-up runs on its own).
-	Timeout time.Duration
+// Watcher is the [checkpoint.Watcher] of the stores with one set of
+// options: it asks the classifier on a socket ([Client]) or, in the
+// classifier itself, its service ([Service.Watcher]). When no watcher
+// answers, every checkpoint walks.
+type Watcher struct {
+	exclude []string
+	maxSize int64
+	ask     func(Request) (Answer, error)
+}
+
+// Client asks the classifier listening on socket. A first snapshot of a
+// large workspace waits for nothing (set-up runs on its own), so an
+// exchange is bounded by Ask's default.
+func Client(socket string, exclude []string, maxSize int64) *Watcher {
+	return &Watcher{exclude: exclude, maxSize: maxSize, ask: func(r Request) (Answer, error) { return Ask(socket, r, 0) }}
+}
+
+// Watcher asks s, in the classifier itself.
+func (s *Service) Watcher(exclude []string, maxSize int64) *Watcher {
+	return &Watcher{exclude: exclude, maxSize: maxSize, ask: func(r Request) (Answer, error) { return s.Do(r, 0), nil }}
 }
 
 // Changes implements [checkpoint.Watcher].
-func (c *Client) Changes(root string) checkpoint.Changes {
-	r := Request{Op: "changes", Root: root, Exclude: c.Exclude, MaxSize: c.MaxSize}
-	a, err := c.ask(r)
+func (w *Watcher) Changes(root string) checkpoint.Changes {
+	a, err := w.ask(Request{Op: "changes", Root: root, Exclude: w.exclude, MaxSize: w.maxSize})
 	switch {
 	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
 		return checkpoint.Changes{Full: "no classifier runs to watch it", Absent: true}
@@ -295,33 +304,8 @@ func (c *Client) Changes(root string) checkpoint.Changes {
 
 // Recorded implements [checkpoint.Watcher]. A lost message only makes
 // the next checkpoint read more.
-func (c *Client) Recorded(root string, epoch uint64, id string) {
-	c.ask(Request{Op: "recorded", Root: root, Exclude: c.Exclude, MaxSize: c.MaxSize, Epoch: epoch, ID: id})
-}
-
-func (c *Client) ask(r Request) (Answer, error) {
-	return Ask(c.Socket, r, c.Timeout)
-}
-
-// Local is a [checkpoint.Watcher] in the classifier itself.
-type Local struct {
-	S       *Service
-	Exclude []string
-	MaxSize int64
-}
-
-// Changes implements [checkpoint.Watcher].
-func (l Local) Changes(root string) checkpoint.Changes {
-	a := l.S.Do(Request{Op: "changes", Root: root, Exclude: l.Exclude, MaxSize: l.MaxSize}, 0)
-	if a.Changes == nil {
-		return checkpoint.Changes{Full: "watcher: " + a.Err}
-	}
-	return *a.Changes
-}
-
-// Recorded implements [checkpoint.Watcher].
-func (l Local) Recorded(root string, epoch uint64, id string) {
-	l.S.Do(Request{Op: "recorded", Root: root, Exclude: l.Exclude, MaxSize: l.MaxSize, Epoch: epoch, ID: id}, 0)
+func (w *Watcher) Recorded(root string, epoch uint64, id string) {
+	w.ask(Request{Op: "recorded", Root: root, Exclude: w.exclude, MaxSize: w.maxSize, Epoch: epoch, ID: id})
 }
 
 // Answers reports whether something listens on socket, quickly: a step

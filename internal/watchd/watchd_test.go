@@ -13,7 +13,7 @@ import (
 
 // settle asks for changes until the watcher has a base and can tell,
 // recording each answer as a checkpoint would.
-func settle(t *testing.T, l Local, root string) checkpoint.Changes {
+func settle(t *testing.T, l *Watcher, root string) checkpoint.Changes {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		ch := l.Changes(root)
@@ -36,7 +36,7 @@ func TestServiceWatchesAgainAfterTheWorkspaceCameBack(t *testing.T) {
 	}
 	s := &Service{RetryBroken: time.Nanosecond}
 	defer s.Close()
-	l := Local{S: s}
+	l := s.Watcher(nil, 0)
 	settle(t, l, root)
 	if err := os.WriteFile(filepath.Join(root, "sub", "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -66,11 +66,11 @@ func TestServiceWatchesAgainAfterTheWorkspaceCameBack(t *testing.T) {
 // walks.
 func TestClientWithoutClassifier(t *testing.T) {
 	t.Parallel()
-	c := &Client{Socket: filepath.Join(t.TempDir(), "classify.sock"), Timeout: time.Second}
-	if ch := c.Changes("/x"); !ch.Absent || ch.Full == "" {
+	sock := filepath.Join(t.TempDir(), "classify.sock")
+	if ch := Client(sock, nil, 0).Changes("/x"); !ch.Absent || ch.Full == "" {
 		t.Errorf("no classifier: %+v", ch)
 	}
-	if Answers(c.Socket) {
+	if Answers(sock) {
 		t.Error("Answers with no classifier")
 	}
 }
