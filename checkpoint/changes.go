@@ -40,6 +40,12 @@ type Changes struct {
 	Absent bool
 }
 
+// none reports whether the watcher saw nothing change since checkpoint
+// head, which then holds the workspace as it is.
+func (c Changes) none(head plumbing.Hash) bool {
+	return c.Full == "" && len(c.Paths) == 0 && !head.IsZero() && c.Base == head.String()
+}
+
 // Changed is one path that may have changed: relative to the workspace,
 // "/" separated, "." for the workspace directory itself. Tree says that
 // anything below it may have changed too.

@@ -58,11 +58,10 @@ func (s *Store) Current() (id string, ok bool) {
 	if err != nil || head.IsZero() {
 		return "", false
 	}
-	ch := s.opts.Watch.Changes(s.root)
-	if ch.Full != "" || len(ch.Paths) > 0 || ch.Base != head.String() {
+	if !s.opts.Watch.Changes(s.root).none(head) {
 		return "", false
 	}
-	return ch.Base, true
+	return head.String(), true
 }
 
 // ErrWouldWalk says that CheckpointIf did nothing: it would have walked
@@ -118,7 +117,7 @@ func (s *Store) checkpointLocked(msg string, quick bool, w Walks) (Result, *scan
 		return Result{}, nil, err
 	}
 	defer st.Close()
-	if quick && ch.Full == "" && len(ch.Paths) == 0 && ch.Base == head.String() {
+	if quick && ch.none(head) {
 		// Nothing changed since the newest checkpoint: it is this one.
 		if c, err := object.GetCommit(st, head); err == nil {
 			if left, err := leftOutOf(st, c); err == nil {
