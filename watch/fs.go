@@ -59,14 +59,15 @@ func unreporting(magic int64) string {
 	return ""
 }
 
-// maxUserWatches reads fs.inotify.max_user_watches, for the message that
-// says the limit was reached.
-func maxUserWatches() string {
+// MaxUserWatches reads fs.inotify.max_user_watches: how many directories
+// one user's watchers may watch, over every workspace; 0 when unknown.
+func MaxUserWatches() int {
 	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
 	if err != nil {
-		return "?"
+		return 0
 	}
-	return strings.TrimSpace(string(b))
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }
 
 // mountTable is /proc/self/mountinfo held open: poll reports POLLPRI or

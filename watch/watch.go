@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,7 +478,11 @@ func (t *Tree) add(parent int32, name, rel string, pdev uint64) (int32, uint64, 
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return 0, 0, false // gone: its parent's watch has the event
 	case errors.Is(err, unix.ENOSPC):
-		t.setPermanent(fmt.Sprintf("watch limit reached (fs.inotify.max_user_watches = %s)", maxUserWatches()))
+		limit := "?"
+		if n := MaxUserWatches(); n > 0 {
+			limit = strconv.Itoa(n)
+		}
+		t.setPermanent("watch limit reached (fs.inotify.max_user_watches = " + limit + ")")
 		return 0, 0, false
 	default:
 		t.gap(fmt.Sprintf("watch %s: %v", rel, err))

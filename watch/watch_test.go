@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -380,7 +381,7 @@ func TestWatchLimit(t *testing.T) {
 		}
 		return unix.InotifyAddWatch(fd, p, mask)
 	}}})
-	want := "watch limit reached (fs.inotify.max_user_watches = " + maxUserWatches() + ")"
+	want := "watch limit reached (fs.inotify.max_user_watches = " + strconv.Itoa(MaxUserWatches()) + ")"
 	for range 2 {
 		s := tr.Snapshot()
 		if s.Full != want {

@@ -28,6 +28,7 @@ import (
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
+	"github.com/undosh/undosh/watch"
 )
 
 // DoctorOptions say what Doctor looks at.
@@ -675,9 +676,7 @@ func (d *doctor) classifier() {
 	if b, err := os.ReadFile(filepath.Join(d.rep.State.Dir, "run", "classify.pid")); err == nil {
 		ci.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
-	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches"); err == nil {
-		ci.MaxUserWatches, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
+	ci.MaxUserWatches = watch.MaxUserWatches()
 	if a, err := watchd.Ask(ci.Socket, watchd.Request{Op: "status"}, 2*time.Second); err == nil {
 		ci.Watches = a.Status
 	}
