@@ -60,6 +60,9 @@ func write(t *testing.T, name, content string) {
 	}
 }
 
+// joined is rels, on one line.
+func joined(ps []Path) string { return strings.Join(rels(ps), " ") }
+
 func rels(ps []Path) []string {
 	var out []string
 	for _, p := range ps {
@@ -107,7 +110,7 @@ func TestSnapshotReportsChanges(t *testing.T) {
 	if s.Base != "base" {
 		t.Errorf("Base = %q, want base", s.Base)
 	}
-	got := strings.Join(rels(s.Paths), " ")
+	got := joined(s.Paths)
 	if want := ". d/b new/**"; got != want {
 		t.Errorf("Paths = %s, want %s", got, want)
 	}
@@ -115,7 +118,7 @@ func TestSnapshotReportsChanges(t *testing.T) {
 	tr.Recorded(s.Epoch, "t1")
 	write(t, root+"/new/deep/x", "5")
 	s = snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "new/deep/x" {
+	if got := joined(s.Paths); got != "new/deep/x" {
 		t.Errorf("Paths = %s, want new/deep/x", got)
 	}
 }
@@ -152,7 +155,7 @@ func TestEpochInterleavings(t *testing.T) {
 			if s3.Base != "t2" {
 				t.Errorf("Base = %q, want t2", s3.Base)
 			}
-			if got := strings.Join(rels(s3.Paths), " "); got != "three" {
+			if got := joined(s3.Paths); got != "three" {
 				t.Errorf("Paths = %s, want only three", got)
 			}
 		})
@@ -207,7 +210,7 @@ func TestExclude(t *testing.T) {
 	write(t, root+"/src/b.o", "2")
 	write(t, root+"/src/a", "2")
 	s := snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "src/a" {
+	if got := joined(s.Paths); got != "src/a" {
 		t.Errorf("Paths = %s, want src/a", got)
 	}
 	// An excluded path made or removed changes what a checkpoint leaves
@@ -221,7 +224,7 @@ func TestExclude(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "node_modules src/a.o src/b.o" {
+	if got := joined(s.Paths); got != "node_modules src/a.o src/b.o" {
 		t.Errorf("Paths = %s, want node_modules src/a.o src/b.o", got)
 	}
 	for wd := range tr.dirs {
@@ -251,7 +254,7 @@ func TestSymlinkLoopHarmless(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "up" {
+	if got := joined(s.Paths); got != "up" {
 		t.Errorf("Paths = %s, want up", got)
 	}
 }
@@ -304,13 +307,13 @@ func TestDirMovedWithinTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "a/** b/a2/**" {
+	if got := joined(s.Paths); got != "a/** b/a2/**" {
 		t.Errorf("Paths = %s, want a/** b/a2/**", got)
 	}
 	tr.Recorded(s.Epoch, "t1")
 	write(t, root+"/b/a2/sub/x", "2")
 	s = snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "b/a2/sub/x" {
+	if got := joined(s.Paths); got != "b/a2/sub/x" {
 		t.Errorf("after the move, Paths = %s, want b/a2/sub/x", got)
 	}
 	// Moved out of the tree: its watches go.
@@ -321,7 +324,7 @@ func TestDirMovedWithinTree(t *testing.T) {
 	}
 	write(t, out+"/a2/sub/x", "3")
 	s = snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "b/a2/**" {
+	if got := joined(s.Paths); got != "b/a2/**" {
 		t.Errorf("after moving out, Paths = %s, want b/a2/**", got)
 	}
 	if st := tr.Status(); st.Watches != 2 {
@@ -363,7 +366,7 @@ func TestOverflow(t *testing.T) {
 	tr.Recorded(s.Epoch, "t1")
 	write(t, root+"/later/x", "1")
 	s = snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "later/x" {
+	if got := joined(s.Paths); got != "later/x" {
 		t.Errorf("after the overflow, Paths = %s, want later/x", got)
 	}
 }
@@ -453,7 +456,7 @@ func TestMountsChanged(t *testing.T) {
 	tr.Recorded(s.Epoch, "t1")
 	write(t, root+"/m/x", "1")
 	s = snapTrusted(t, tr)
-	if got := strings.Join(rels(s.Paths), " "); got != "m/x" {
+	if got := joined(s.Paths); got != "m/x" {
 		t.Errorf("in the new mount, Paths = %s, want m/x", got)
 	}
 	tr.Recorded(s.Epoch, "t2")

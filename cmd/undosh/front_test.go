@@ -16,7 +16,7 @@ import (
 
 // classifierFor starts the classifier of stateDir as a child of the test
 // and waits for its socket; it is killed when the test ends.
-func classifierFor(t *testing.T, stateDir string) {
+func classifierFor(t *testing.T, stateDir string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(undoshBin)
 	cmd.Args[0] = "undosh-classifier"
@@ -30,6 +30,7 @@ func classifierFor(t *testing.T, stateDir string) {
 	})
 	// The pid file is written after listen: the socket then accepts.
 	waitForFile(t, filepath.Join(stateDir, "run", "classify.pid"))
+	return cmd
 }
 
 // waitForFile waits until name exists: the event the test needs, with a

@@ -902,30 +902,12 @@ func TestSessionViewInteractive(t *testing.T) {
 // view's layer over it holds nothing, and nothing is settled there.
 func TestSessionViewMountGone(t *testing.T) {
 	needForkEngine(t)
-	// Not under a scratch path, which a view binds whole from the
-	// machine: a mount of its own, which the view overlays.
-	dir, err := os.MkdirTemp("/opt", "undosh-mount-gone-")
-	if err != nil {
-		t.Skipf("no /opt: %v", err)
-	}
-	t.Cleanup(func() { os.Remove(dir) })
-	if err := unix.Mount("undosh-test", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("mount a tmpfs: %v", err)
-	}
-	mounted := true
-	t.Cleanup(func() {
-		if mounted {
-			unix.Unmount(dir, unix.MNT_DETACH)
-		}
-	})
+	_, unmount := machineTmpfs(t, "undosh-mount-gone-")
 	tm := newTerm(t, undoshBin+" -i", "")
 	if out := tm.line("echo before"); out != "before\n" {
 		t.Fatalf("first line printed %q", out)
 	}
-	if err := unix.Unmount(dir, 0); err != nil {
-		t.Fatal(err)
-	}
-	mounted = false
+	unmount()
 	if out := tm.line("echo after"); out != "after\n" {
 		t.Errorf("the line after the unmount printed %q; screen:\n%s", out, tm.screen())
 	}
@@ -934,12 +916,13 @@ func TestSessionViewMountGone(t *testing.T) {
 	}
 }
 
-// A mount the session wrote in through its view, which the machine then
-// drops directory and all, leaves the lines after it as they were: what
-// the view holds over it has nowhere to go.
-func TestSessionViewMountRemoved(t *testing.T) {
-	needForkEngine(t)
-	dir, err := os.MkdirTemp("/opt", "undosh-mount-removed-")
+// machineTmpfs mounts a tmpfs on a new directory of the machine, not
+// under a scratch path (which a view binds whole from the machine): a
+// mount of its own, which a view overlays. unmount takes it away; what
+// is left is undone when the test ends.
+func machineTmpfs(t *testing.T, prefix string) (dir string, unmount func()) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/opt", prefix)
 	if err != nil {
 		t.Skipf("no /opt: %v", err)
 	}
@@ -953,12 +936,24 @@ func TestSessionViewMountRemoved(t *testing.T) {
 			unix.Unmount(dir, unix.MNT_DETACH)
 		}
 	})
+	return dir, func() {
+		t.Helper()
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Fatal(err)
+		}
+		mounted = false
+	}
+}
+
+// A mount the session wrote in through its view, which the machine then
+// drops directory and all, leaves the lines after it as they were: what
+// the view holds over it has nowhere to go.
+func TestSessionViewMountRemoved(t *testing.T) {
+	needForkEngine(t)
+	dir, unmount := machineTmpfs(t, "undosh-mount-removed-")
 	tm := newTerm(t, undoshBin+" -i", "")
 	tm.line("echo z > " + dir + "/z") // beyond the workspace: settled after the line
-	if err := unix.Unmount(dir, 0); err != nil {
-		t.Fatal(err)
-	}
-	mounted = false
+	unmount()
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}

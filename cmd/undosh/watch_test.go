@@ -157,17 +157,7 @@ func TestClassifierKilledMidCheckpoint(t *testing.T) {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	state := t.TempDir()
-	cmd := exec.Command(undoshBin)
-	cmd.Args[0] = "undosh-classifier"
-	cmd.Env = append(os.Environ(), "UNDOSH_STATE_DIR="+state, "UNDOSH_CLASSIFIER_IDLE=2m")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	waitForFile(t, filepath.Join(state, "run", "classify.pid"))
+	cmd := classifierFor(t, state)
 	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir(), "UNDOSH_POLICY=-", "UNDOSH_REAL_BASH=/bin/bash")
 	done := make(chan ran, 1)
 	go func() { done <- runWith(t, fastBin, ws, env, "bash", "-c", "echo read-only") }()
