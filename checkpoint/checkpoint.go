@@ -147,7 +147,7 @@ func (s *Store) checkpointLocked(msg string, quick bool, w Walks) (Result, *scan
 	if err == nil && s.opts.Watch != nil {
 		s.opts.Watch.Recorded(s.root, ch.Epoch, res.ID)
 	}
-	if err == nil && res.Changed && len(st.packs) >= maxPacks {
+	if err == nil && res.Changed && len(st.names) >= maxPacks {
 		if err := s.consolidate(); err != nil {
 			s.log.Debug("packs not merged", "err", err)
 		}

@@ -23,8 +23,12 @@ import (
 // whole and hashes every object it reads, which costs a watched
 // checkpoint of a large workspace O(objects) before it reads anything.
 // Anything it cannot read (a delta, say) it asks go-git for.
+// It opens the packs on its first read: many checkpoints read no object.
 type packReader struct {
 	storer.EncodedObjectStorer // go-git's, for everything else
+	dir                        string
+	names                      []string // newest first
+	opened                     bool
 	packs                      []*packFile
 }
 
@@ -34,7 +38,7 @@ type packFile struct {
 	fanout    [256]uint32
 }
 
-// readPacks opens the packs of the store for reading; callers must close
+// readPacks lists the packs of the store for reading; callers must close
 // the reader.
 func (s *Store) readPacks() (*packReader, error) {
 	dir := filepath.Join(s.git, "objects", "pack")
@@ -42,7 +46,7 @@ func (s *Store) readPacks() (*packReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read packs: %w", err)
 	}
-	r := &packReader{EncodedObjectStorer: s.objects()}
+	r := &packReader{EncodedObjectStorer: s.objects(), dir: dir}
 	type named struct {
 		name string
 		mod  int64
@@ -62,13 +66,24 @@ func (s *Store) readPacks() (*packReader, error) {
 	// The newest first: what a checkpoint reads was mostly written lately.
 	sort.Slice(names, func(i, j int) bool { return names[i].mod > names[j].mod })
 	for _, n := range names {
-		p, err := openPackFile(filepath.Join(dir, n.name))
+		r.names = append(r.names, n.name)
+	}
+	return r, nil
+}
+
+// open opens the packs listed, once.
+func (r *packReader) open() {
+	if r.opened {
+		return
+	}
+	r.opened = true
+	for _, name := range r.names {
+		p, err := openPackFile(filepath.Join(r.dir, name))
 		if err != nil {
 			continue // go-git, the fallback, reports it if it matters
 		}
 		r.packs = append(r.packs, p)
 	}
-	return r, nil
 }
 
 func openPackFile(base string) (*packFile, error) {
@@ -191,6 +206,7 @@ func (p *packFile) read(off int64) (plumbing.ObjectType, []byte, error) {
 
 // EncodedObject reads object h of type t (plumbing.AnyObject: any).
 func (r *packReader) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	r.open()
 	for _, p := range r.packs {
 		off, ok := p.offset(h)
 		if !ok {
