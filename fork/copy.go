@@ -33,7 +33,12 @@ const HiddenName = ".undosh-fork"
 // makeHidden makes dir inside mount's HiddenName directory, with that
 // directory's .gitignore.
 func makeHidden(mount, dir string) error {
-	top := filepath.Join(mount, HiddenName)
+	return makeHiddenIn(filepath.Join(mount, HiddenName), dir)
+}
+
+// makeHiddenIn makes dir inside top, an engine's directory (HiddenName,
+// or a user's HiddenName-UID), with top's .gitignore.
+func makeHiddenIn(top, dir string) error {
 	for try := 0; ; try++ {
 		err := os.MkdirAll(dir, 0o700)
 		if err == nil {
@@ -181,6 +186,15 @@ type Copy struct {
 	// real directory at T0. One whose metadata still matches its record
 	// was not changed by the copy.
 	Mirrored []Mirror `json:"mirrored"`
+	// Rootless: the copy is made in a user namespace, for a user who is
+	// not root (rootless.go). Overlays[0] is then the skeleton, the
+	// directory the copy's root is, and each other overlay is of a
+	// directory with no mount below it.
+	Rootless bool `json:"rootless,omitempty"`
+	// Binds are the real files a rootless copy shows read-only, on
+	// placeholders in the skeleton: the files of other users in a
+	// directory with a mount below it.
+	Binds []string `json:"binds,omitempty"`
 
 	log *slog.Logger
 
@@ -232,7 +246,7 @@ type Mirror struct {
 func Create(o Options) (*Copy, error) {
 	start := time.Now()
 	if o.StateDir == "" {
-		o.StateDir = DefaultCopiesDir
+		o.StateDir = defaultCopiesDir()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -309,6 +323,9 @@ func Create(o Options) (*Copy, error) {
 // build fills the copy's directory: the tmpfs, the overlays' upper and
 // work directories, the seeded paths and the record.
 func (c *Copy) build(o Options, hidden []string) error {
+	if Rootless() {
+		return c.buildRootless(o, hidden)
+	}
 	if !o.OnDisk {
 		data := "mode=0700"
 		if o.Size > 0 {
@@ -429,6 +446,11 @@ func (c *Copy) build(o Options, hidden []string) error {
 	if err := s.finish(); err != nil {
 		return err
 	}
+	return writeRecord(c)
+}
+
+// writeRecord writes the copy's record, MetaFile.
+func writeRecord(c *Copy) error {
 	return atomicfile.Write(filepath.Join(c.Dir, MetaFile), c.marshal(), 0o600)
 }
 
@@ -505,7 +527,7 @@ func isHiddenCopyDir(dir, id string) bool {
 // removeHiddenCopyDir removes an on-disk copy's directory on a real
 // filesystem.
 func removeHiddenCopyDir(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("discard copy: %w", err)
 	}
 	return nil
@@ -520,6 +542,7 @@ func discardDir(dir string) error {
 	}
 	switch {
 	case err == nil, errors.Is(err, unix.EINVAL): // EINVAL: not a mount point
+	case errors.Is(err, unix.EPERM) && Rootless(): // a rootless copy mounts nothing here
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	default:
@@ -535,10 +558,37 @@ func discardDir(dir string) error {
 	if err := os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("discard copy: %w", err)
 	}
 	return nil
+}
+
+// removeAll removes the tree at dir, making its directories writable
+// first where it must: a rootless copy's directories may have no write
+// bits (rootlessMode), and overlayfs leaves its work/work with none, which
+// only root gets past.
+func removeAll(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		if err != nil && d != nil && d.IsDir() {
+			// Unreadable until the chmod above: walk it again.
+			filepath.WalkDir(p, func(q string, e fs.DirEntry, _ error) error {
+				if e != nil && e.IsDir() {
+					os.Chmod(q, 0o700)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
 }
 
 // isMountPoint reports whether something is mounted on dir (stacked
@@ -574,7 +624,7 @@ func isMountPoint(dir string) (bool, error) {
 // alone, and so is anything that is not a copy.
 func Cleanup(stateDir string) error {
 	if stateDir == "" {
-		stateDir = DefaultCopiesDir
+		stateDir = defaultCopiesDir()
 	}
 	var errs []error
 	entries, err := os.ReadDir(stateDir)

@@ -34,6 +34,9 @@ type pendingDir struct {
 	upper string
 	st    unix.Stat_t
 	mirr  int // index in c.Mirrored
+	// mode, when set, is given to the directory last: a rootless copy's
+	// mode without write bits would stop the seeding of what is in it.
+	mode uint32
 }
 
 // lower lstats the real path p of layer l, and reports whether it belongs
@@ -68,6 +71,10 @@ func lower(l *Overlay, p string) (unix.Stat_t, bool, error) {
 // point.
 func (s *seeder) rel(p string) (*Overlay, string, error) {
 	l := s.c.OverlayOf(p)
+	if l != nil && s.c.Rootless && l == &s.c.Overlays[skeletonLayer] {
+		// The skeleton holds only what buildRootless put there.
+		return nil, "", errNotInLower
+	}
 	if l == nil {
 		return nil, "", fmt.Errorf("seed %s: no layer", p)
 	}
@@ -81,6 +88,16 @@ func (s *seeder) rel(p string) (*Overlay, string, error) {
 // mirror gives the upper directory dir the metadata of the real
 // directory whose stat is st, at real path p, except its times.
 func (s *seeder) mirror(dir, p string, st unix.Stat_t) error {
+	if s.c.Rootless {
+		// The user cannot give the directory the real owner: it stays
+		// the user's, with the real mode less what the user could not
+		// do (rootlessMode).
+		mode := rootlessMode(p, st)
+		copyXattrs(p, dir)
+		s.c.Mirrored = append(s.c.Mirrored, Mirror{Path: p, Mode: fileMode(unix.S_IFDIR | mode), UID: os.Geteuid(), GID: os.Getegid(), Mtime: time.Unix(st.Mtim.Unix())})
+		s.pending = append(s.pending, pendingDir{upper: dir, st: st, mirr: len(s.c.Mirrored) - 1, mode: mode | unix.S_IFDIR})
+		return nil
+	}
 	if err := unix.Lchown(dir, int(st.Uid), int(st.Gid)); err != nil {
 		return fmt.Errorf("seed %s: %w", p, err)
 	}
@@ -253,6 +270,11 @@ func (s *seeder) finish() error {
 		return strings.Count(b.upper, "/") - strings.Count(a.upper, "/")
 	})
 	for _, d := range s.pending {
+		if d.mode != 0 {
+			if err := unix.Chmod(d.upper, d.mode&0o7777); err != nil {
+				return fmt.Errorf("seed %s: %w", s.c.Mirrored[d.mirr].Path, err)
+			}
+		}
 		ts := []unix.Timespec{d.st.Atim, d.st.Mtim}
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, d.upper, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("seed %s: %w", s.c.Mirrored[d.mirr].Path, err)
@@ -305,7 +327,11 @@ func copyXattrs(src, dst string) error {
 		if n, err = unix.Lgetxattr(src, name, val); err != nil {
 			return fmt.Errorf("get xattr %s: %w", name, err)
 		}
-		if err := unix.Lsetxattr(dst, name, val[:n], 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+		err = unix.Lsetxattr(dst, name, val[:n], 0)
+		if errors.Is(err, unix.EPERM) && Rootless() {
+			continue // security.* and trusted.* are root's to set
+		}
+		if err != nil && !errors.Is(err, unix.ENOTSUP) {
 			return fmt.Errorf("set xattr %s: %w", name, err)
 		}
 	}

@@ -93,7 +93,12 @@ type initSpec struct {
 	Path        string // "" looks Argv[0] up
 	Argv        []string
 	Env         []string
-	Layers      []specLayer
+	// Rootless: the init is in a user namespace of its own
+	// (rootless.go); Layers[0] is the skeleton, and Binds the real files
+	// it shows read-only.
+	Rootless bool
+	Binds    []string
+	Layers   []specLayer
 }
 
 type specLayer struct {
@@ -156,6 +161,8 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 		Path:        o.Path,
 		Argv:        o.Argv,
 		Env:         o.Env,
+		Rootless:    c.Rootless,
+		Binds:       c.Binds,
 	}
 	if spec.Dir == "" {
 		spec.Dir = "/"
@@ -215,11 +222,7 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 		// -race) would sleep a second at exit without this.
 		Env:   []string{"GORACE=atexit_sleep_ms=0"},
 		Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd(), specR.Fd(), repW.Fd()},
-		Sys: &syscall.SysProcAttr{
-			Cloneflags: cloneFlags,
-			// The copy dies with the process that runs it.
-			Pdeathsig: syscall.SIGKILL,
-		},
+		Sys: c.sysProcAttr(),
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("run in copy: start %s: %w", InitName, err)
@@ -281,6 +284,28 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 	res.Setup = time.Duration(rep.SetupNS)
 	c.log.Debug("fork: session ended", "argv", o.Argv, "status", res.ExitCode, "setup", res.Setup, "took", res.Duration)
 	return res, nil
+}
+
+// sysProcAttr is how the init is started: in the copy's namespaces, and
+// for a rootless copy in a user namespace of its own that maps the user,
+// and only the user, to itself.
+func (c *Copy) sysProcAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{
+		Cloneflags: cloneFlags,
+		// The copy dies with the process that runs it.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if c.Rootless {
+		a.Cloneflags |= unix.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+		// The init is the user, not root, in its namespace: exec would
+		// clear the capabilities it has there, but for these, ambient.
+		// It clears them before it starts the session (dropCaps).
+		a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
+	}
+	return a
 }
 
 // child is a started init. A pidfd, where the kernel has them, keeps a

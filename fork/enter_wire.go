@@ -100,6 +100,8 @@ func (s *initSpec) encode() []byte {
 	w.str(s.Path)
 	w.strs(s.Argv)
 	w.strs(s.Env)
+	w.flag(s.Rootless)
+	w.strs(s.Binds)
 	w.num(int64(len(s.Layers)))
 	for _, l := range s.Layers {
 		w.str(l.Mount)
@@ -123,6 +125,8 @@ func decodeSpec(b []byte) (*initSpec, error) {
 		Path:        u.str(),
 		Argv:        u.strs(),
 		Env:         u.strs(),
+		Rootless:    u.flag(),
+		Binds:       u.strs(),
 	}
 	n := u.num()
 	if u.err == nil && (n < 0 || n > int64(len(u.f))) {

@@ -165,6 +165,9 @@ func enter(s *initSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
+	if s.Rootless {
+		return enterRootless(s)
+	}
 	for _, l := range s.Layers {
 		target := filepath.Join(s.Root, l.Mount)
 		data := "lowerdir=" + escapeOverlay(l.Mount) +
@@ -192,7 +195,7 @@ func enter(s *initSpec) error {
 	if err := mountOn("sysfs", sys, "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
-	if err := mountDev(s.Root); err != nil {
+	if err := mountDev(s.Root, devptsOpts); err != nil {
 		return err
 	}
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
@@ -262,12 +265,19 @@ func readOnlyBind(p string) error {
 	return nil
 }
 
+// devptsOpts are the options of a copy's devpts: its own instance, ttys
+// of the tty group (5). A rootless copy has no group 5 (rootlessPtsOpts).
+const (
+	devptsOpts      = "newinstance,ptmxmode=0666,mode=0620,gid=5"
+	rootlessPtsOpts = "newinstance,ptmxmode=0666,mode=0620"
+)
+
 // devNodes are the host's devices a copy gets, bind-mounted.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // mountDev gives the copy a minimal /dev: a nodev tmpfs with the harmless
 // devices bind-mounted from the host, its own devpts, shm and mqueue.
-func mountDev(root string) error {
+func mountDev(root, ptsOpts string) error {
 	dev := filepath.Join(root, "dev")
 	if err := mountOn("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return err
@@ -286,7 +296,7 @@ func mountDev(root string) error {
 			return fmt.Errorf("make /dev/%s: %w", d, err)
 		}
 	}
-	if err := mountOn("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
+	if err := mountOn("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, ptsOpts); err != nil {
 		return err
 	}
 	if err := mountOn("shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {

@@ -253,8 +253,8 @@ func writeMark(dir, name string, m mark) error {
 // lock. The caller must call the returned function to release it.
 func openJournalDir(jd string) (func(), error) {
 	mk := os.MkdirAll
-	if top := filepath.Dir(jd); filepath.Base(top) == HiddenName {
-		mk = func(dir string, _ fs.FileMode) error { return makeHidden(filepath.Dir(top), dir) }
+	if top := filepath.Dir(jd); strings.HasPrefix(filepath.Base(top), HiddenName) {
+		mk = func(dir string, _ fs.FileMode) error { return makeHiddenIn(top, dir) }
 	}
 	if err := mk(jd, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)

@@ -315,6 +315,9 @@ func (d *differ) name(rel string) string {
 // isExcluded reports whether name is never committed: it is in an
 // excluded tree, and not in an included tree inside that one.
 func (d *differ) isExcluded(name string) bool {
+	if path.Base(name) == userHiddenName() {
+		return true // a user's commit journal (UserJournalDir)
+	}
 	for p := name; ; p = path.Dir(p) {
 		if d.included[p] {
 			return false

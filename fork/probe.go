@@ -48,19 +48,27 @@ var namespaces = []struct{ file, name, config string }{
 	{"cgroup", "cgroup", "CONFIG_CGROUPS"},
 }
 
-// Probe checks that this process can make and enter copies: it runs as
-// root with CAP_SYS_ADMIN, the kernel has overlayfs (or can load it) and
-// offers the mount, pid, network, ipc, uts and cgroup namespaces. It
-// returns nil or a *[MissingError] naming every missing piece. Callers
-// refuse machine-changing steps (or apply the policy's fallback) when it
-// fails.
+// Probe checks that this process can make and enter copies: as root,
+// that it has CAP_SYS_ADMIN; as anyone else, that the kernel lets it make
+// user namespaces (user.max_user_namespaces, Debian's
+// kernel.unprivileged_userns_clone, Ubuntu's AppArmor restriction) and
+// that a rootless copy really runs here (a seccomp filter or overlayfs
+// may still refuse: the first Probe of a boot makes one and runs true in
+// it, and remembers the answer); and for both, that the kernel has
+// overlayfs (or can load it) and offers the mount, pid, network, ipc, uts
+// and cgroup namespaces. It returns nil or a *[MissingError] naming every
+// missing piece. Callers refuse machine-changing steps (or apply the
+// policy's fallback) when it fails.
 func Probe() error {
-	return probe(probeEnv{
+	if err := probe(probeEnv{
 		euid:      os.Geteuid(),
 		readFile:  os.ReadFile,
 		exists:    func(p string) bool { _, err := os.Lstat(p); return err == nil },
 		kernelRel: kernelRelease(),
-	})
+	}); err != nil || !Rootless() {
+		return err
+	}
+	return probeTrial()
 }
 
 // probeEnv is what Probe looks at, so that tests can fake a machine.
@@ -75,7 +83,7 @@ func probe(env probeEnv) error {
 	var missing []Missing
 	switch {
 	case env.euid != 0:
-		missing = append(missing, Missing{"root", "run undosh as root, or configure a sandbox host"})
+		missing = append(missing, userNamespaces(env)...)
 	case !hasCapSysAdmin(env.readFile):
 		missing = append(missing, Missing{"root with CAP_SYS_ADMIN", "root here cannot mount: run in a privileged container or a VM, or configure a sandbox host"})
 	}
@@ -91,6 +99,33 @@ func probe(env probeEnv) error {
 		return &MissingError{Missing: missing}
 	}
 	return nil
+}
+
+// userNamespaces lists what keeps a user who is not root from making the
+// user namespace of a rootless copy, by the sysctls that say so.
+func userNamespaces(env probeEnv) []Missing {
+	if !env.exists("/proc/self/ns/user") {
+		return []Missing{{"user namespace", "use a kernel built with CONFIG_USER_NS, run undosh as root, or configure a sandbox host"}}
+	}
+	var out []Missing
+	sysctl := func(name string) (int, bool) {
+		b, err := env.readFile("/proc/sys/" + strings.ReplaceAll(name, ".", "/"))
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n, err == nil
+	}
+	if n, ok := sysctl("user.max_user_namespaces"); ok && n == 0 {
+		out = append(out, Missing{"user namespaces (user.max_user_namespaces is 0)", "as root: sysctl -w user.max_user_namespaces=15000; or run undosh as root, or configure a sandbox host"})
+	}
+	if n, ok := sysctl("kernel.unprivileged_userns_clone"); ok && n == 0 {
+		out = append(out, Missing{"unprivileged user namespaces (kernel.unprivileged_userns_clone is 0)", "as root: sysctl -w kernel.unprivileged_userns_clone=1; or run undosh as root, or configure a sandbox host"})
+	}
+	if n, ok := sysctl("kernel.apparmor_restrict_unprivileged_userns"); ok && n == 1 {
+		out = append(out, Missing{"capabilities in user namespaces (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns is 1)", "as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or give undosh an AppArmor profile with userns; or configure a sandbox host"})
+	}
+	return out
 }
 
 // hasCapSysAdmin reports whether CapEff in /proc/self/status holds

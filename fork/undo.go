@@ -273,7 +273,14 @@ func reverseOps(j *journal, dir string, since int64, restore []dirTimes, force b
 	for _, d := range restore {
 		var st unix.Stat_t
 		if unix.Lstat(j.real(d.Path), &st) == nil && st.Ino == d.Ino {
-			if err := setTimes(j.real(d.Path), d.Atime, d.Mtime); err != nil {
+			err := setTimes(j.real(d.Path), d.Atime, d.Mtime)
+			if errors.Is(err, unix.EPERM) && int(st.Uid) != os.Geteuid() {
+				// Only its owner (or root) sets a directory's times: a
+				// user's undo leaves those of a shared one (/tmp) as
+				// the entries it put back left them.
+				continue
+			}
+			if err != nil {
 				return r.left, err
 			}
 		}

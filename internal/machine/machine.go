@@ -72,6 +72,10 @@ type Step struct {
 	Journal *journal.Journal
 	ID      int
 	Logger  *slog.Logger
+	// Setuid names the setuid or setgid programs the step runs: in a
+	// rootless copy they run without privilege, which the notice of a
+	// failed step then says.
+	Setuid []string
 }
 
 // Commit is one filesystem's commit of a step.
@@ -113,6 +117,14 @@ type Outcome struct {
 	// Phases are how long each phase took: create, step, verify, diff,
 	// commit, discard.
 	Phases map[string]time.Duration
+	// Rootless: the copy was a rootless one (fork.Rootless), for a user
+	// who is not root. Setuid is Step.Setuid.
+	Rootless bool
+	Setuid   []string
+	// Unwritable lists what a rootless copy changed that the user could
+	// not have changed outside it (fork.CheckWritable); when set,
+	// nothing was committed.
+	Unwritable []fork.Problem
 }
 
 // Passed reports whether the step and verify passed.
@@ -180,7 +192,7 @@ func lock(stateDir string) (func(), error) {
 // Run runs s in a copy; with commit, a copy whose step and verify passed
 // is committed onto the real root. The copy is always discarded at the end.
 func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
-	out := Outcome{VerifyStatus: -1, Phases: map[string]time.Duration{}}
+	out := Outcome{VerifyStatus: -1, Phases: map[string]time.Duration{}, Rootless: fork.Rootless(), Setuid: s.Setuid}
 	lap := time.Now()
 	phase := func(name string) {
 		now := time.Now()
@@ -275,14 +287,23 @@ func commitPlans(out *Outcome, s Step) error {
 		return nil
 	}
 	for _, plan := range out.Plans {
+		out.Unwritable = append(out.Unwritable, fork.CheckWritable(plan)...)
+	}
+	if len(out.Unwritable) > 0 {
+		return nil
+	}
+	for _, plan := range out.Plans {
+		jd, err := fork.UserJournalDir(plan, userJournal(s.StateDir))
+		if err != nil {
+			return fmt.Errorf("commit onto %s: %w", plan.Target, err)
+		}
 		done := func() {}
-		var err error
 		if s.Journal != nil {
-			if done, err = s.Journal.MarkRollback(journal.Rollback{Kind: journal.Machine, Step: s.ID, Root: fork.JournalDir(plan.Target)}); err != nil {
+			if done, err = s.Journal.MarkRollback(journal.Rollback{Kind: journal.Machine, Step: s.ID, Root: jd}); err != nil {
 				return err
 			}
 		}
-		rec, err := fork.Commit(plan, fork.CommitOptions{Logger: s.Logger})
+		rec, err := fork.Commit(plan, fork.CommitOptions{Logger: s.Logger, JournalDir: jd})
 		done()
 		var ce *fork.ConflictError
 		if errors.As(err, &ce) {
@@ -296,7 +317,7 @@ func commitPlans(out *Outcome, s Step) error {
 		if err != nil {
 			return fmt.Errorf("commit onto %s: %w", plan.Target, err)
 		}
-		out.Commits = append(out.Commits, Commit{Target: plan.Target, JournalDir: fork.JournalDir(plan.Target), ID: rec.ID, Paths: rec.Paths})
+		out.Commits = append(out.Commits, Commit{Target: plan.Target, JournalDir: jd, ID: rec.ID, Paths: rec.Paths})
 		if units, err := fork.ChangedUnits(plan); err == nil {
 			out.Units = append(out.Units, units...)
 		}
@@ -304,6 +325,16 @@ func commitPlans(out *Outcome, s Step) error {
 	sort.Strings(out.Units)
 	out.Mapped = mappedCommitted(out.Commits)
 	return nil
+}
+
+// userJournal is where a user who is not root journals the commits of
+// its machine steps, when the state directory is on the filesystem
+// committed to (fork.UserJournalDir).
+func userJournal(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "fork", "journal")
 }
 
 // touched lists the paths plans change at or under one of protected.
@@ -429,6 +460,15 @@ func Report(id int, out Outcome, verify string, rec *journal.Record) (notice str
 		notice = fmt.Sprintf("refused: step %d passed in a copy of the machine, but was not applied: %s (%s); the machine is unchanged, and an operator changes undosh from outside the agent's shell",
 			id, policy.SelfText, clip(strings.Join(out.Protected, ", "), 200))
 		code = exit.Refused
+	case len(out.Unwritable) > 0:
+		rec.Outcome = journal.Refused
+		var paths []string
+		for _, p := range out.Unwritable {
+			paths = append(paths, p.String())
+		}
+		notice = fmt.Sprintf("refused: step %d passed in a copy of the machine, but was not applied: it changed what you cannot change outside the copy (%s), so for real it would fail or do something else; the machine is unchanged: run it with sudo, as root, or on a sandbox host",
+			id, clip(strings.Join(paths, "; "), 300))
+		code = exit.Refused
 	case out.Conflict != nil:
 		rec.Outcome = journal.Discarded
 		paths := make([]string, 0, len(out.Conflict.Problems))
@@ -450,6 +490,12 @@ func Report(id int, out Outcome, verify string, rec *journal.Record) (notice str
 		if out.Changes > 0 {
 			notice = fmt.Sprintf("step %d %s in a copy of the machine, so the copy was discarded (%d %s); the machine is unchanged",
 				id, why, out.Changes, plural(out.Changes, "change", "changes"))
+		}
+		if out.Rootless && len(out.Setuid) > 0 {
+			if notice == "" {
+				notice = fmt.Sprintf("step %d %s in a copy of the machine; the machine is unchanged", id, why)
+			}
+			notice += fmt.Sprintf(" (in a copy made without root, setuid programs run without privilege: %s)", strings.Join(out.Setuid, ", "))
 		}
 	case out.VerifyStatus > 0:
 		rec.Outcome = journal.Discarded
