@@ -133,6 +133,9 @@ func testCreate(args []string) int {
 // requireEngine skips the test where the engine cannot run.
 func requireEngine(t *testing.T) {
 	t.Helper()
+	if Rootless() {
+		t.Skip("skipping: the root engine's tests need root (TestRootlessAsUser tests the rootless copy)")
+	}
 	if err := Probe(); err != nil {
 		t.Skipf("skipping: needs root, overlayfs and namespaces: %v", err)
 	}

@@ -1,0 +1,235 @@
+package fork
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/undosh/undosh/internal/testuser"
+)
+
+// TestRootless runs TestRootlessAsUser as a user it creates: the rootless
+// copy is for users who are not root, and CI runs as root.
+func TestRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("TestRootlessAsUser runs as this user itself")
+	}
+	u := testuser.New(t, "undosh-rootless", testuser.Options{})
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = testuser.Install(t, bin)
+	// Root's file in the sticky /tmp: the copy may remove it (the copy's
+	// /tmp is the user's), the commit must not.
+	theirs := filepath.Join(os.TempDir(), "undosh-rootless-theirs-"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(theirs, []byte("root's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(theirs)
+	// A setuid root program, which runs without privilege in the copy.
+	id, err := exec.LookPath("id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suid := testuser.Install(t, id)
+	if err := os.Chmod(suid, 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := u.Command(bin, "-test.run", "^TestRootless(AsUser|Setuid)$", "-test.v", "-test.count=1")
+	cmd.Env = append(cmd.Env, "UNDOSH_ROOTLESS_THEIRS="+theirs, "UNDOSH_ROOTLESS_SETUID="+suid)
+	out, err := cmd.CombinedOutput()
+	t.Logf("as %s:\n%s", u.Name, out)
+	if err != nil {
+		t.Fatalf("TestRootlessAsUser as %s: %v", u.Name, err)
+	}
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Skipf("TestRootlessAsUser skipped as %s (see the log)", u.Name)
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Errorf("root's file in /tmp after the user's commit: %v", err)
+	}
+}
+
+// TestRootlessAsUser makes a rootless copy, runs a step in it, diffs it,
+// commits it and undoes it, as a user who is not root.
+func TestRootlessAsUser(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("runs as a user who is not root (TestRootless creates one)")
+	}
+	if err := Probe(); err != nil {
+		t.Skipf("no rootless copy here: %v", err)
+	}
+	home, _ := os.UserHomeDir()
+	if st, err := os.Stat(home); err != nil || !st.IsDir() {
+		t.Skipf("no home directory to write to (%s)", home)
+	}
+	work, err := os.MkdirTemp(home, "rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	for name, data := range map[string]string{"keep": "keep\n", "gone": "gone\n", "edit": "old\n"} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copies := filepath.Join(work, ".copies") // hidden from the copy
+	NextTick() // the files above are older than the copy
+	c, err := Create(Options{StateDir: copies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Discard(); err != nil {
+			t.Errorf("discard: %v", err)
+		}
+		if ents, _ := os.ReadDir(copies); len(ents) > 0 {
+			t.Errorf("left in the copies' directory: %v", ents)
+		}
+	}()
+	if !c.Rootless {
+		t.Fatal("a copy made by a user who is not root is not rootless")
+	}
+	theirs := os.Getenv("UNDOSH_ROOTLESS_THEIRS")
+	uid := strconv.Itoa(os.Geteuid())
+	script := `set -e
+test "$(id -u)" = ` + uid + `
+test "$(cat /proc/self/uid_map | tr -s ' ' | sed 's/^ //')" = "` + uid + ` ` + uid + ` 1"
+test "$(ls /sys/class/net)" = lo
+test ! -e ` + copies + `
+cd ` + work + `
+echo new > added
+echo new > edit
+rm gone
+mkdir -p dir/sub && echo x > dir/sub/f
+if touch /etc/undosh-rootless 2>/dev/null; then echo "wrote /etc" >&2; exit 3; fi
+if [ -n "` + theirs + `" ]; then rm -f ` + theirs + `; fi
+echo scratch > /tmp/undosh-rootless-` + uid + `
+`
+	if s := runWith(t, c, RunOptions{Argv: []string{"/bin/sh", "-c", script}, Dir: work}); s.err != nil || s.ExitCode != 0 {
+		t.Fatalf("step in the copy: %+v, %v\nstderr: %s", s.Result, s.err, s.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "edit")); string(b) != "old\n" {
+		t.Fatalf("the step changed the real tree before any commit: edit is %q", b)
+	}
+
+	var plans []Plan
+	changed := map[string]Kind{}
+	for _, l := range c.Overlays {
+		p, err := Diff(Layer{Target: l.Mount, Upper: l.Upper, T0: c.T0}, DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
+		if err != nil {
+			t.Fatalf("diff %s: %v", l.Mount, err)
+		}
+		for _, op := range p.Ops {
+			changed[p.Name(op)] = op.Kind
+		}
+		if len(p.Ops) > 0 {
+			plans = append(plans, p)
+		}
+	}
+	want := map[string]Kind{
+		filepath.Join(work, "added"):     OpAdd,
+		filepath.Join(work, "edit"):      OpReplace,
+		filepath.Join(work, "gone"):      OpRemove,
+		filepath.Join(work, "dir"):       OpMkdir,
+		filepath.Join(work, "dir/sub"):   OpMkdir,
+		filepath.Join(work, "dir/sub/f"): OpAdd,
+		"/tmp/undosh-rootless-" + uid:    OpAdd,
+	}
+	if theirs != "" {
+		want[theirs] = OpRemove
+	}
+	for p, k := range want {
+		if changed[p] != k {
+			t.Errorf("%s: %q in the plan, want %q", p, changed[p], k)
+		}
+	}
+	for p, k := range changed {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s: %s in the plan, which the step did not change", p, k)
+		}
+	}
+
+	// What the user could not have done outside the copy stops the
+	// commit; the rest goes through, and undo puts it back.
+	var mine []Plan
+	for _, p := range plans {
+		probs := CheckWritable(p)
+		if theirs != "" && under(theirs, p.Target) {
+			if len(probs) != 1 || probs[0].Path != theirs || !strings.Contains(probs[0].Reason, "sticky") {
+				t.Errorf("CheckWritable(%s) = %v, want root's file in the sticky /tmp", p.Target, probs)
+			}
+			continue
+		}
+		if len(probs) > 0 {
+			t.Errorf("CheckWritable(%s) = %v", p.Target, probs)
+		}
+		mine = append(mine, p)
+	}
+	var done []*Record
+	for _, p := range mine {
+		jd, err := UserJournalDir(p, filepath.Join(work, ".journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := Commit(p, CommitOptions{JournalDir: jd})
+		if err != nil {
+			t.Fatalf("commit onto %s: %v", p.Target, err)
+		}
+		done = append(done, rec)
+		t.Cleanup(func() { os.RemoveAll(jd) })
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "dir/sub/f")); string(b) != "x\n" {
+		t.Errorf("after the commit, dir/sub/f is %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(work, "gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the commit, gone: %v", err)
+	}
+	for i := len(done) - 1; i >= 0; i-- {
+		jd, _ := UserJournalDir(mine[i], filepath.Join(work, ".journal"))
+		if err := Undo(jd, done[i].ID, false); err != nil {
+			t.Fatalf("undo %s: %v", done[i].Target, err)
+		}
+	}
+	for name, data := range map[string]string{"keep": "keep\n", "gone": "gone\n", "edit": "old\n"} {
+		if b, err := os.ReadFile(filepath.Join(work, name)); string(b) != data {
+			t.Errorf("after the undo, %s is %q (%v)", name, b, err)
+		}
+	}
+	for _, p := range []string{"added", "dir"} {
+		if _, err := os.Lstat(filepath.Join(work, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after the undo, %s: %v", p, err)
+		}
+	}
+}
+
+// A setuid program runs in a rootless copy, but without privilege.
+func TestRootlessSetuid(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("runs as a user who is not root")
+	}
+	if err := Probe(); err != nil {
+		t.Skipf("no rootless copy here: %v", err)
+	}
+	suid := os.Getenv("UNDOSH_ROOTLESS_SETUID") // a setuid root copy of id
+	if suid == "" {
+		t.Skip("TestRootless makes the setuid program")
+	}
+	c, err := Create(Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	s := runWith(t, c, RunOptions{Argv: []string{suid, "-u"}})
+	if s.err != nil || s.ExitCode != 0 {
+		t.Fatalf("%s in the copy: %+v, %v", suid, s.Result, s.err)
+	}
+	if got := strings.TrimSpace(s.stdout); got != strconv.Itoa(os.Geteuid()) {
+		t.Errorf("a setuid root program in the copy runs as %q, want the user", got)
+	}
+}
