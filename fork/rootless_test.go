@@ -37,7 +37,7 @@ func TestRootless(t *testing.T) {
 		t.Fatal(err)
 	}
 	suid := testuser.Install(t, id)
-	if err := os.Chmod(suid, 0o4755); err != nil {
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
 	cmd := u.Command(bin, "-test.run", "^TestRootless(AsUser|Setuid)$", "-test.v", "-test.count=1")

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -12,8 +15,49 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
+
+// setuidPrograms names the setuid and setgid programs the step runs, as
+// the parser saw them (wrappers such as sudo included), looked up in
+// path: in a copy made without root they run without privilege.
+func setuidPrograms(f *parser.Facts, path string) []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	check := func(name string) {
+		if name == "" || slices.Contains(out, filepath.Base(name)) {
+			return
+		}
+		p := name
+		if !strings.Contains(name, "/") {
+			for dir := range strings.SplitSeq(path, ":") {
+				if dir == "" {
+					continue
+				}
+				if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() {
+					p = filepath.Join(dir, name)
+					break
+				}
+			}
+		}
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			out = append(out, filepath.Base(name))
+		}
+	}
+	for _, c := range f.Commands {
+		for _, w := range c.Wrappers {
+			name, _, _ := strings.Cut(w, " ")
+			check(name)
+		}
+		if len(c.Argv) > 0 && !c.Argv[0].Dynamic {
+			check(c.Argv[0].Value)
+		}
+	}
+	return out
+}
 
 // protectFork runs a machine-changing step in a copy of the machine: the
 // step, then verify (the policy's, $UNDOSH_VERIFY, or none: the step's own
@@ -51,7 +95,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	out, err := machine.Run(ctx, machine.Step{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID, Protected: r.protected(),
-		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))}, true)
+		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"])}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an
 		// interactive line its user interrupted.

@@ -106,6 +106,12 @@ func runWith(t *testing.T, bin string, dir string, env []string, argv ...string)
 	cmd := exec.Command(bin)
 	cmd.Args = argv
 	cmd.Dir, cmd.Env = dir, env
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd and returns what it printed and how it ended.
+func runCmd(t *testing.T, cmd *exec.Cmd) ran {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -3,8 +3,12 @@
 package state
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/fork"
@@ -14,7 +18,9 @@ import (
 
 // Dir returns the state directory: the flag, then $UNDOSH_STATE_DIR, then
 // /var/lib/undosh for root, else $XDG_STATE_HOME/undosh or
-// ~/.local/state/undosh. It returns "" when none can be named.
+// ~/.local/state/undosh, else, for a user with no home directory (nobody's
+// is /nonexistent), undosh-UID in the temporary directory. It returns ""
+// when none can be named, or when that temporary one is another user's.
 func Dir(flag string, getenv func(string) string, uid int) string {
 	switch {
 	case flag != "":
@@ -25,10 +31,30 @@ func Dir(flag string, getenv func(string) string, uid int) string {
 		return "/var/lib/undosh"
 	case getenv("XDG_STATE_HOME") != "":
 		return filepath.Join(getenv("XDG_STATE_HOME"), "undosh")
-	case getenv("HOME") != "":
+	case getenv("HOME") != "" && exists(getenv("HOME")):
 		return filepath.Join(getenv("HOME"), ".local", "state", "undosh")
 	}
-	return ""
+	return homeless(uid)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// homeless is the state directory of a user with no home directory:
+// undosh-UID in the temporary directory, unless something else is there
+// already (a link, another user's directory, one that others may write).
+func homeless(uid int) string {
+	p := filepath.Join(os.TempDir(), "undosh-"+strconv.Itoa(uid))
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return p
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != uid || st.Mode&0o077 != 0 {
+		return ""
+	}
+	return p
 }
 
 // StoreOptions are the checkpoint options for stores in dir under pol.

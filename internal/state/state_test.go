@@ -1,6 +1,8 @@
 package state
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -16,6 +18,13 @@ func TestDir(t *testing.T) {
 		}
 		return func(k string) string { return m[k] }
 	}
+	home := t.TempDir()
+	// Someone else made the one uid 54322 would get.
+	theirs := filepath.Join(os.TempDir(), "undosh-54322")
+	if err := os.Mkdir(theirs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(theirs) })
 	tests := []struct {
 		name   string
 		flag   string
@@ -27,8 +36,10 @@ func TestDir(t *testing.T) {
 		{"environment", "", env("UNDOSH_STATE_DIR", "/e", "HOME", "/h"), 1000, "/e"},
 		{"root", "", env("HOME", "/root"), 0, "/var/lib/undosh"},
 		{"xdg", "", env("XDG_STATE_HOME", "/x", "HOME", "/h"), 1000, "/x/undosh"},
-		{"home", "", env("HOME", "/h"), 1000, "/h/.local/state/undosh"},
-		{"nothing", "", env(), 1000, ""},
+		{"home", "", env("HOME", home), 1000, home + "/.local/state/undosh"},
+		{"no home", "", env("HOME", "/nonexistent"), 54321, filepath.Join(os.TempDir(), "undosh-54321")},
+		{"nothing", "", env(), 54321, filepath.Join(os.TempDir(), "undosh-54321")},
+		{"another user's", "", env(), 54322, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
