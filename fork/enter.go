@@ -222,7 +222,7 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 		// -race) would sleep a second at exit without this.
 		Env:   []string{"GORACE=atexit_sleep_ms=0"},
 		Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd(), specR.Fd(), repW.Fd()},
-		Sys: c.sysProcAttr(),
+		Sys:   c.sysProcAttr(),
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("run in copy: start %s: %w", InitName, err)

@@ -79,7 +79,7 @@ func TestRootlessAsUser(t *testing.T) {
 		}
 	}
 	copies := filepath.Join(work, ".copies") // hidden from the copy
-	NextTick() // the files above are older than the copy
+	NextTick()                               // the files above are older than the copy
 	c, err := Create(Options{StateDir: copies})
 	if err != nil {
 		t.Fatal(err)
