@@ -59,7 +59,7 @@ func builtin() *Policy {
 		UnresolvedWrite: Fork,
 		OutsideWrite:    Fork,
 		Egress:          Egress{ProtectedBranches: []string{"main", "master"}, PushNeedsVerify: true},
-		Host:            Host{Fallback: "deny"},
+		Host:            Host{Fallback: "auto"},
 		Cost:            Cost{VCPUHour: 0.025, GiBHour: 0.0075, SnapshotGBMonth: 0.08},
 		at:              map[string]string{},
 	}
@@ -581,8 +581,8 @@ func parseFile(name string, data []byte) (*file, error) {
 					f.hostAddr = ptr(r.str(h.value, "host.address"))
 				case "fallback":
 					fb := r.str(h.value, "host.fallback")
-					if fb != "git" && fb != "deny" {
-						r.fail(r.unwrap(h.value), fmt.Sprintf("host.fallback must be git or deny, not %q", fb), "git: take a file checkpoint instead of a fork; deny: refuse machine-changing steps")
+					if fb != "git" && fb != "deny" && fb != "auto" {
+						r.fail(r.unwrap(h.value), fmt.Sprintf("host.fallback must be git, deny or auto, not %q", fb), "git: take a file checkpoint instead of a fork; deny: refuse machine-changing steps; auto: deny for root, git for anyone else")
 					}
 					f.hostFallback = &fb
 				}

@@ -49,8 +49,11 @@ func TestDefaultLoads(t *testing.T) {
 	if p.MaxFileSize != 64<<20 {
 		t.Errorf("MaxFileSize = %d, want 64MiB", p.MaxFileSize)
 	}
-	if got := p.Host.Fallback; got != "deny" {
-		t.Errorf("Host.Fallback = %q, want deny", got)
+	if got := p.Host.Fallback; got != "auto" {
+		t.Errorf("Host.Fallback = %q, want auto", got)
+	}
+	if root, user := p.Host.FallbackFor(0), p.Host.FallbackFor(1000); root != "deny" || user != "git" {
+		t.Errorf("the auto fallback: %s for root, %s for a user, want deny and git", root, user)
 	}
 	for _, r := range p.Rules {
 		if r.Name == "" || len(r.Programs) == 0 || !strings.HasPrefix(r.At, policy.DefaultName+":") {
@@ -337,7 +340,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "bad host.fallback",
 			src:  "version: 1\nhost:\n  fallback: fork\n",
-			line: 3, col: 13, msg: `host.fallback must be git or deny, not "fork"`, hint: "deny: refuse",
+			line: 3, col: 13, msg: `host.fallback must be git, deny or auto, not "fork"`, hint: "deny: refuse",
 		},
 		{
 			name: "extends a misspelt value",
@@ -692,7 +695,7 @@ examples:
 		}
 		// Settings it does not name keep their built-in meaning.
 		if p.Rollback != policy.RollbackOnFailure || p.UnknownProgram != policy.Git || p.UnknownCode != policy.Fork ||
-			p.Host.Fallback != "deny" || p.MaxFileSize != 64<<20 {
+			p.Host.Fallback != "auto" || p.MaxFileSize != 64<<20 {
 			t.Errorf("built-in settings: rollback %q, unknown_program %v, unknown_code %v, fallback %q, max_file_size %d",
 				p.Rollback, p.UnknownProgram, p.UnknownCode, p.Host.Fallback, p.MaxFileSize)
 		}

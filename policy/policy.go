@@ -168,7 +168,21 @@ type Cost struct {
 // Host says where to ask for forks, and what to do when nobody answers.
 type Host struct {
 	Address  string
-	Fallback string // "git" or "deny"
+	Fallback string // "git", "deny" or "auto"
+}
+
+// FallbackFor is the fallback for a step run as uid: auto is deny for
+// root and git for anyone else, who cannot change the system, so that a
+// workspace checkpoint covers most of what it can break
+// (docs/policy.md).
+func (h Host) FallbackFor(uid int) string {
+	if h.Fallback != "auto" {
+		return h.Fallback
+	}
+	if uid == 0 {
+		return "deny"
+	}
+	return "git"
 }
 
 // Rule maps commands to a class.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,13 +110,29 @@ func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asG
 	if ok {
 		return r.protectFork(rec, start), false
 	}
-	if r.pol.Host.Fallback != "git" {
+	if r.pol.Host.FallbackFor(os.Geteuid()) != "git" {
 		return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s), and no sandbox host or local fork engine can run it in a copy: %s",
 			firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh"), false
 	}
-	r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so only the workspace is checkpointed (policy host.fallback: git)",
-		firstReason(d, policy.Fork), missing))
+	if r.firstTime("fallback-noted") {
+		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so machine steps have only the workspace checkpointed (policy host.fallback: git; said once in %s)",
+			firstReason(d, policy.Fork), missing, r.stateDir))
+	}
 	return 0, true
+}
+
+// firstTime reports whether the state directory has not yet seen name,
+// and marks it seen: for a note said once, not on every step.
+func (r *run) firstTime(name string) bool {
+	if r.stateDir == "" || os.MkdirAll(r.stateDir, 0o700) != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(r.stateDir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return !errors.Is(err, fs.ErrExist)
+	}
+	f.Close()
+	return true
 }
 
 // protectSession runs a session fed one command at a time on a pipe as

@@ -707,9 +707,9 @@ func dPrepare(t *testing.T, c diffCase, d diffDirs) {
 	}
 	pol := policy.DefaultSource()
 	if c.fallback {
-		pol = bytes.Replace(pol, []byte("\n  fallback: deny\n"), []byte("\n  fallback: git\n"), 1)
+		pol = bytes.Replace(pol, []byte("\n  fallback: auto\n"), []byte("\n  fallback: git\n"), 1)
 		if bytes.Equal(pol, policy.DefaultSource()) {
-			t.Fatal("the default policy has no line `  fallback: deny` to change")
+			t.Fatal("the default policy has no line `  fallback: auto` to change")
 		}
 	}
 	dWriteFile(t, filepath.Join(d.root, "policy.yaml"), string(pol), 0o644)

@@ -112,3 +112,31 @@ func TestRootlessRefusedAndSetuid(t *testing.T) {
 		t.Errorf("a setuid program in a rootless copy: %+v", r)
 	}
 }
+
+// Where no copy can be made for a user who is not root, the default
+// fallback (auto) is git for it: the machine step runs with a workspace
+// checkpoint, rolled back on failure, and one note says so, the first
+// time in a state directory only.
+func TestRootlessFallback(t *testing.T) {
+	u := testuser.New(t, "undosh-rl-fallback", testuser.Options{})
+	undosh := testuser.Install(t, undoshBin)
+	ws := filepath.Join(u.Home, "project")
+	if r := asUser(t, u, u.Home, nil, "sh", "-c", "mkdir -p "+ws+" && cd "+ws+" && echo one > a.txt"); r.code != 0 {
+		t.Fatalf("set up: %+v", r)
+	}
+	env := []string{"UNDOSH_POLICY=-", "UNDOSH_NO_FORK_ENGINE=1"}
+	r := asUser(t, u, ws, env, undosh, "-c", `eval "$(echo echo two) > a.txt"; false`)
+	if r.code != 1 || strings.Count(r.stderr, "note: ") != 1 || !strings.Contains(r.stderr, "host.fallback: git") || !strings.Contains(r.stderr, "rolled back") {
+		t.Errorf("first machine step with the fallback: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\n" {
+		t.Errorf("a.txt after the rollback: %q", b)
+	}
+	r = asUser(t, u, ws, env, undosh, "-c", `eval "$(echo echo three) > a.txt"`)
+	if r.code != 0 || strings.Contains(r.stderr, "note: ") {
+		t.Errorf("second machine step with the fallback: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "three\n" {
+		t.Errorf("a.txt after the kept step: %q", b)
+	}
+}

@@ -779,13 +779,13 @@ func (d *doctor) examples(p *policy.Policy) {
 		}
 		dec := classify.Decide(ex.cmd, classify.ExampleOptions(p)).Decision
 		c.Class = dec.Class.String()
-		c.Outcome = outcome(p, dec)
+		c.Outcome = outcome(p, dec, d.o.UID)
 		d.rep.Examples = append(d.rep.Examples, c)
 	}
 }
 
 // outcome says in a few words what undosh does with a decision.
-func outcome(p *policy.Policy, dec policy.Decision) string {
+func outcome(p *policy.Policy, dec policy.Decision, uid int) string {
 	if dec.Verdict == policy.Deny {
 		for _, r := range dec.Reasons {
 			if r.Verdict == policy.Deny {
@@ -811,7 +811,7 @@ func outcome(p *policy.Policy, dec policy.Decision) string {
 		local := "runs in a copy of this machine (the local fork engine), committed only if it and verify pass"
 		if err := fork.Probe(); err != nil {
 			local = "refused: no sandbox host, and " + err.Error() + " (host.fallback: deny)"
-			if p.Host.Fallback == "git" {
+			if p.Host.FallbackFor(uid) == "git" {
 				local = "workspace checkpoint only: no fork engine can run here, the machine change stays (host.fallback: git)"
 			}
 		}

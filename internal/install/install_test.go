@@ -818,7 +818,7 @@ func TestDoctor(t *testing.T) {
 	}{
 		{"not installed", "", []string{"undosh is not installed: /bin/bash is a file of"}, "refused: no sandbox host", true},
 		{"broken policy", "version: 1\nhost:\n  fallback: fork\n",
-			[]string{"undosh is not installed", `policy.yaml:3:13: host.fallback must be git or deny, not "fork"`}, "refused: the policy does not load", false},
+			[]string{"undosh is not installed", `policy.yaml:3:13: host.fallback must be git, deny or auto, not "fork"`}, "refused: the policy does not load", false},
 		{"fallback git", "version: 1\nhost:\n  fallback: git\n", []string{"undosh is not installed"}, "workspace checkpoint only", true},
 	}
 	for _, tt := range tests {
