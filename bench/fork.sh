@@ -67,3 +67,31 @@ for _ in $(seq "$TIMINGRUNS"); do "$bin/forktry" -timing -state "$state" -- true
   awk '{ v[$1] = v[$1] " " $2; c[$1]++ }
        END { split("create run setup discard", order, " ")
              for (k = 1; k <= 4; k++) { p = order[k]; split(v[p], a, " "); printf "  %-8s %7.2f\n", p, a[int((c[p] + 1) / 2)] } }'
+
+# The rootless copy (issue #17): the same entry for a user who is not
+# root, side by side with its floor, bare user namespaces:
+#   unshareu   unshare --user --map-root-user --mount --net --pid --fork true
+#   tryu       undoctl try -- true as that user: a rootless copy (a user
+#              namespace, a skeleton root, an overlay per directory with no
+#              mount below it, on /dev/shm), true, discard
+#   commitu    undoctl run --fork -- a one-file write in the user's home:
+#              the same, plus the diff and the commit of that file
+# Targets: tryu <= 60 ms median and <= 4x unshareu; the commit of a small
+# change (commitu - tryu) <= 50 ms.
+echo
+user=undosh-bench-fork
+if ! id "$user" >/dev/null 2>&1; then
+  useradd --create-home --home-dir "/home/$user" --shell /bin/bash --user-group "$user"
+fi
+trap 'rm -rf "$work"; userdel --remove "$user" 2>/dev/null || true' EXIT
+uwork=$(su "$user" -c 'mktemp -d')
+echo "== the same as $user, who is not root (a rootless copy)"
+su "$user" -c "cd ~ && '$bin/sidebyside' -rounds '$ROUNDS' -warmup '$WARMUP' -dir '$uwork' \
+  -ratio 'tryu/unshareu<=4' -ratio commitu/tryu -ratio unshareu/true \
+  -- true /bin/true \
+  :: unshareu unshare --user --map-root-user --mount --net --pid --fork true \
+  :: tryu env UNDOSH_STATE_DIR='$uwork/state' '$bin/undoctl' try -- true \
+  :: commitu env UNDOSH_STATE_DIR='$uwork/state' '$bin/undoctl' run --fork -- sh -c 'echo \$\$ > ~/bench-file'" | tee "$work/outu"
+awk '$1 == "tryu" && NF >= 5 && $2 + 0 > 0 { t = $2 } $1 == "commitu" && NF >= 5 && $2 + 0 > 0 { c = $2 }
+     END { printf "\ntryu median %.2f ms: target <= 60 ms: %s\n", t, (t <= 60 ? "met" : "MISSED")
+           printf "commit of one file (commitu - tryu) %.2f ms: target <= 50 ms: %s\n", c - t, (c - t <= 50 ? "met" : "MISSED") }' "$work/outu"
