@@ -14,7 +14,12 @@
 // # The copy half
 //
 // [Probe] checks that the engine can run here (root with CAP_SYS_ADMIN,
-// overlayfs, the six namespaces) and names what is missing.
+// or, for anyone else, user namespaces that work; overlayfs, the six
+// namespaces) and names what is missing. A user who is not root gets a
+// rootless copy (rootless.go): the same, in a user namespace that maps
+// the user to itself, with an overlay per directory that has no mount
+// below it; its commit takes only what the user could have written
+// ([CheckWritable]), journaled where it can write ([UserJournalDir]).
 //
 // [Create] makes a copy: a directory under [Options].StateDir
 // (default [DefaultCopiesDir], root-only) named PID-START-RANDOM after
