@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/install"
 	"github.com/undosh/undosh/internal/watchd"
@@ -346,6 +347,14 @@ func printReport(w io.Writer, rep install.Report) {
 		line("enforcement", "on (%s), but nothing here can hold a step to its class: %s", e.From, e.Missing)
 	default:
 		line("enforcement", "on (%s); the kernel's means are those of the machine the tree runs on", e.From)
+	}
+	switch m := rep.Machine; {
+	case m.Engine == "root":
+		line("machine steps", "in a copy of the machine (root's: an overlay over / and each submount)")
+	case m.Engine == "rootless":
+		line("machine steps", "in a rootless copy (a user namespace that maps uid %d to itself, an overlay per directory; copies in %s); commits only what this user could write", os.Geteuid(), fork.RootlessCopiesDir())
+	case m.Missing != "":
+		line("machine steps", "no copy can be made here: %s; host.fallback: %s", m.Missing, m.Fallback)
 	}
 	for _, e := range rep.Examples {
 		cls := ""

@@ -63,6 +63,7 @@ type Report struct {
 	State         StateInfo      `json:"state"`
 	Classifier    ClassifierInfo `json:"classifier"`
 	Enforcement   Enforcement    `json:"enforcement"`
+	Machine       MachineInfo    `json:"machine"`
 	Examples      []ExampleCheck `json:"examples"`
 	Problems      []Problem      `json:"problems"`
 }
@@ -253,6 +254,7 @@ func Doctor(o DoctorOptions) (Report, error) {
 	d.state()
 	d.classifier()
 	d.enforcement(p)
+	d.machine(p)
 	d.examples(p)
 	return *d.rep, nil
 }
@@ -562,6 +564,33 @@ func (d *doctor) policy() *policy.Policy {
 	pi.OK = true
 	pi.Fallback = p.Host.Fallback
 	return p
+}
+
+// MachineInfo says how machine steps run here, without a sandbox host.
+type MachineInfo struct {
+	// Engine is "root" (a copy of the machine as root), "rootless" (a
+	// copy in a user namespace) or "" (none can run: Missing says why,
+	// and Fallback, the policy's host.fallback for this user, applies).
+	Engine   string `json:"engine,omitempty"`
+	Missing  string `json:"missing,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// machine says how machine steps run here: only a live machine is probed,
+// as the user doctor looks at (a rootless copy is the user's).
+func (d *doctor) machine(p *policy.Policy) {
+	if p == nil || !d.r.live() || d.o.UID != os.Geteuid() {
+		return
+	}
+	m := &d.rep.Machine
+	if ok, why := machine.Engine(d.getenv); !ok {
+		m.Missing, m.Fallback = why, p.Host.FallbackFor(d.o.UID)
+		return
+	}
+	m.Engine = "root"
+	if fork.Rootless() {
+		m.Engine = "rootless"
+	}
 }
 
 // enforcement says whether steps are held to their class, and how: the
