@@ -136,11 +136,13 @@ func (w *walker) forClause(s *syntax.Stmt, c *syntax.ForClause) {
 	}
 	w.setVar(name, "", false)
 	u := w.shared.unroll
-	if len(items) == 0 || u.mul*len(items) > maxLoopItems || u.namerefs {
+	if len(items) == 0 || u.mul*len(items) > maxLoopItems || u.namerefs || w.loops >= maxProbes {
 		w.branch(true, body)
 		w.compoundRedirs(s)
 		return
 	}
+	w.loops++ // probed and unrolled: as deep as a branch (walker.loops)
+	defer func() { w.loops-- }()
 	// Walk the body once with the variable unknown, as for any loop, to
 	// learn what it changes and whether it assigns the variable.
 	sets, anySets, walked := u.sets[name], u.sets[""], u.walked

@@ -115,6 +115,10 @@ type walker struct {
 	facts  *Facts
 	st     *state
 	shared *shared
+	// loops counts the loop bodies this walk is in (branch): each is
+	// walked twice (probe), so nested loops would cost 2^depth walks
+	// without maxProbes.
+	loops int
 	cfg    *expand.Config
 
 	src   string
@@ -716,8 +720,15 @@ func (w *walker) branch(loop bool, fn func()) {
 	if loop {
 		// A loop body sees the state its previous iteration left. Walk the
 		// body once into a scratch record to learn what it changes, then
-		// walk it for real with those things unknown.
-		w.probe(fn)
+		// walk it for real with those things unknown; nested deeper than
+		// maxProbes, take it to change everything.
+		w.loops++
+		defer func() { w.loops-- }()
+		if w.loops <= maxProbes {
+			w.probe(fn)
+		} else {
+			w.forgetAll()
+		}
 		before = w.st.clone()
 	}
 	fn()
@@ -735,6 +746,29 @@ func (w *walker) probe(fn func()) {
 	probe := w.st
 	w.facts, w.shared, w.st = facts, sh, before.clone()
 	forgetChanges(w.st, before, probe)
+}
+
+// maxProbes is how deep loop bodies are probed before they are taken to
+// change everything (bash's own test suite nests 200 for loops).
+const maxProbes = 6
+
+// forgetAll makes the walk forget the cwd, the directory stack and the
+// value of every variable: what a loop body nested too deep to probe may
+// have changed.
+func (w *walker) forgetAll() {
+	w.st.cwd, w.st.oldpwd, w.st.dirs = "", "", nil
+	var names []string
+	w.st.vars.each(func(name string, b binding) bool {
+		if b.how != unknownVal {
+			names = append(names, name)
+		}
+		return true
+	})
+	for _, name := range names {
+		b, _ := w.st.vars.get(name)
+		b.value, b.how = "", unknownVal
+		w.st.vars.set(name, b)
+	}
 }
 
 // forgetChanges makes dst forget what differs between before and after.
