@@ -119,7 +119,7 @@ type walker struct {
 	// walked twice (probe), so nested loops would cost 2^depth walks
 	// without maxProbes.
 	loops int
-	cfg    *expand.Config
+	cfg   *expand.Config
 
 	src   string
 	outer *Pos   // set in nested code: every position becomes *outer
