@@ -154,6 +154,8 @@ type run struct {
 	// runsAsRoot: the parser saw the step run a command through sudo (or
 	// doas, su, runuser), which Landlock's no_new_privs would stop.
 	runsAsRoot bool
+	// viaSudo: one of those commands runs through sudo itself.
+	viaSudo bool
 	// inView: a line of a session whose bash runs in a view of the
 	// machine (session_view.go).
 	inView bool
@@ -209,6 +211,7 @@ func (r *run) main() int {
 	}
 	r.dec = res.Decision
 	r.runsAsRoot = runsAsRoot(res.Facts)
+	r.viaSudo = viaSudo(res.Facts)
 	switch routeOf(r.dec, r.enforcing()) {
 	case routePlain:
 		r.beforePlain()

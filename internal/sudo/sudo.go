@@ -20,9 +20,10 @@ import (
 // SPEC RESULT` (see the package documentation for why an argument).
 const Entry = "--undosh-sudo-step"
 
-// ErrPassword is returned by [Probe] when sudo would ask for a password
-// (or refuses this user): `sudo -n true` failed.
-var ErrPassword = errors.New("sudo needs a password here (sudo -n true failed)")
+// ErrPassword is returned (wrapped, with what sudo said) by [Probe] when
+// sudo would ask for a password, or refuses this user: `sudo -n true`
+// failed.
+var ErrPassword = errors.New("sudo needs a password here")
 
 // probes caches each sudo's answer for the life of the process: a
 // session asks once, however many steps run sudo.
@@ -45,7 +46,7 @@ func Probe(path string) error {
 	cmd.Stderr = &out // Stdin and Stdout nil: /dev/null
 	var err error
 	if rerr := cmd.Run(); rerr != nil {
-		err = fmt.Errorf("%w: %s", ErrPassword, firstLine(out.String(), rerr))
+		err = fmt.Errorf("%w (sudo -n true: %s)", ErrPassword, strings.TrimPrefix(firstLine(out.String(), rerr), "sudo: "))
 	}
 	probes.Store(path, err)
 	return err
