@@ -155,6 +155,9 @@ func showRecord(io stdio, sd string, r journal.Record) {
 	if r.Notice != "" {
 		fmt.Fprintf(w, "notice:    %s\n", r.Notice)
 	}
+	if r.Sudo {
+		fmt.Fprintf(w, "as root:   through sudo -n: the copy and its commits are root's, so undoctl back undoes them through sudo\n")
+	}
 	for _, m := range r.Machine {
 		fmt.Fprintf(w, "machine:   %s, commit %s (%d %s)\n", m.Target, m.ID, len(m.Paths), map[bool]string{true: "path", false: "paths"}[len(m.Paths) == 1])
 	}
