@@ -61,6 +61,17 @@ type RunOptions struct {
 	// Timeout kills the session, and everything it started, after this
 	// long (0: no limit besides the context).
 	Timeout time.Duration
+	// User, when set, is who the session runs as (root when nil): the
+	// user a step entered the engine for through sudo, so that only what
+	// it runs through sudo is root. The copy and its commit stay root's.
+	User *User
+}
+
+// User is a user a session runs as: its uid, gid and supplementary
+// groups.
+type User struct {
+	UID, GID int
+	Groups   []int
 }
 
 // Result is how a session ended.
@@ -99,6 +110,7 @@ type initSpec struct {
 	Rootless bool
 	Binds    []string
 	Layers   []specLayer
+	User     *User // nil: root
 }
 
 type specLayer struct {
@@ -163,6 +175,7 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 		Env:         o.Env,
 		Rootless:    c.Rootless,
 		Binds:       c.Binds,
+		User:        o.User,
 	}
 	if spec.Dir == "" {
 		spec.Dir = "/"

@@ -68,6 +68,15 @@ func (u *unwire) num() int64 {
 	return n
 }
 
+// id reads a uid or gid: 0 to 2^32-2 (-1 means "unchanged" to the kernel).
+func (u *unwire) id() int {
+	n := u.num()
+	if u.err == nil && (n < 0 || n >= 1<<32-1) {
+		u.err = errWire
+	}
+	return int(n)
+}
+
 func (u *unwire) flag() bool { return u.str() == "1" }
 
 func (u *unwire) strs() []string {
@@ -109,6 +118,15 @@ func (s *initSpec) encode() []byte {
 		w.str(l.Work)
 		w.flag(l.ReadOnly)
 	}
+	w.flag(s.User != nil)
+	if s.User != nil {
+		w.num(int64(s.User.UID))
+		w.num(int64(s.User.GID))
+		w.num(int64(len(s.User.Groups)))
+		for _, g := range s.User.Groups {
+			w.num(int64(g))
+		}
+	}
 	return w.b
 }
 
@@ -134,6 +152,16 @@ func decodeSpec(b []byte) (*initSpec, error) {
 	}
 	for i := int64(0); i < n && u.err == nil; i++ {
 		s.Layers = append(s.Layers, specLayer{Mount: u.str(), Upper: u.str(), Work: u.str(), ReadOnly: u.flag()})
+	}
+	if u.flag() {
+		s.User = &User{UID: u.id(), GID: u.id()}
+		n := u.num()
+		if u.err == nil && (n < 0 || n > int64(len(u.f))) {
+			u.err = errWire
+		}
+		for i := int64(0); i < n && u.err == nil; i++ {
+			s.User.Groups = append(s.User.Groups, u.id())
+		}
 	}
 	return s, u.end()
 }

@@ -74,11 +74,15 @@ func Init() int {
 		return fail(fmt.Errorf("working directory %s: not a directory in the copy", spec.Dir))
 	}
 	setup := time.Since(start)
-	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
-	})
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: []uintptr{0, 1, 2}}
+	if u := spec.User; u != nil {
+		cred := &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
+		for _, g := range u.Groups {
+			cred.Groups = append(cred.Groups, uint32(g))
+		}
+		attr.Sys = &syscall.SysProcAttr{Credential: cred}
+	}
+	pid, err := syscall.ForkExec(path, spec.Argv, attr)
 	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", spec.Argv[0], err))
 	}

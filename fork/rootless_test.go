@@ -18,7 +18,7 @@ func TestRootless(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("TestRootlessAsUser runs as this user itself")
 	}
-	u := testuser.New(t, "undosh-rootless", testuser.Options{})
+	u := testuser.New(t, "undosh-rootless", testuser.Options{Home: true})
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

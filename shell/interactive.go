@@ -500,7 +500,8 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 	env, envMap := parseExports(m.exports)
 	lr := s.lineRun(text, m.cwd, env, envMap)
 	cur.run, cur.start = lr, start
-	lr.dec = classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen, Terminal: s.ctl != nil, Cache: s.parsed, StateDir: lr.stateDir}).Decision
+	res := classify.Decide(text, classify.Options{Policy: lr.pol, Cwd: m.cwd, Env: envMap, Unseen: unseen, Terminal: s.ctl != nil, Cache: s.parsed, StateDir: lr.stateDir})
+	lr.dec, lr.viaSudo = res.Decision, viaSudo(res.Facts)
 	if unseen != "" && lr.dec.Class == policy.Fork {
 		// A line undosh cannot read cannot run anywhere but in the
 		// shell: it runs there, after a checkpoint of the workspace.

@@ -94,7 +94,9 @@ func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 }
 
 // protectMachine runs a machine-changing step: on the sandbox host, else
-// in the local fork engine's copy. When neither can run it, the policy's
+// in the local fork engine's copy; one that runs sudo, for a user who is
+// not root, in root's engine entered through sudo (sudo.go). When
+// neither can run it, the policy's
 // host.fallback decides: deny refuses it, git (asGit) leaves it to the
 // caller to run with a workspace checkpoint only.
 func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asGit bool) {
@@ -105,6 +107,10 @@ func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asG
 	}
 	if note != "" {
 		r.e.say("note: " + note + "; the step runs with the fallback")
+	}
+	if r.viaSudo && os.Geteuid() != 0 {
+		// Only root's engine can run what sudo runs in a copy.
+		return r.protectMachineSudo(rec, start)
 	}
 	ok, missing := machine.Engine(r.e.Getenv)
 	if ok {

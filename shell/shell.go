@@ -156,6 +156,8 @@ type run struct {
 	runsAsRoot bool
 	// facts are what the parser saw of the step (nil for a session).
 	facts *parser.Facts
+	// viaSudo: one of those commands runs through sudo itself.
+	viaSudo bool
 	// inView: a line of a session whose bash runs in a view of the
 	// machine (session_view.go).
 	inView bool
@@ -212,6 +214,7 @@ func (r *run) main() int {
 	r.dec = res.Decision
 	r.runsAsRoot = runsAsRoot(res.Facts)
 	r.facts = res.Facts
+	r.viaSudo = viaSudo(res.Facts)
 	switch routeOf(r.dec, r.enforcing()) {
 	case routePlain:
 		r.beforePlain()

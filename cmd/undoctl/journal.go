@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -154,6 +155,9 @@ func showRecord(io stdio, sd string, r journal.Record) {
 	if r.Notice != "" {
 		fmt.Fprintf(w, "notice:    %s\n", r.Notice)
 	}
+	if r.Sudo {
+		fmt.Fprintf(w, "as root:   through sudo -n: the copy and its commits are root's, so undoctl back undoes them through sudo\n")
+	}
 	for _, m := range r.Machine {
 		fmt.Fprintf(w, "machine:   %s, commit %s (%d %s)\n", m.Target, m.ID, len(m.Paths), map[bool]string{true: "path", false: "paths"}[len(m.Paths) == 1])
 	}
@@ -190,6 +194,9 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 	}
 	if r.Host != "" && r.HostBefore != "" {
 		return backHost(j, r, io, getenv)
+	}
+	if r.Sudo && len(r.Machine) > 0 && os.Geteuid() != 0 {
+		return backSudo(sd, r, io, asJSON, force)
 	}
 	if len(r.Machine) > 0 {
 		// A workspace step kept for what it wrote beyond its workspace
@@ -403,6 +410,13 @@ func backMachine(j *journal.Journal, r journal.Record, io stdio, force bool) err
 	}
 	for _, m := range r.Machine {
 		fmt.Fprintf(io.out, "%s: step %d undone: %d %s put back (commit %s)\n", m.Target, r.ID, len(m.Paths), map[bool]string{true: "path", false: "paths"}[len(m.Paths) == 1], m.ID)
+	}
+	if r.Sudo {
+		// Run as root (through sudo) on its user's journal: what the
+		// journal writes stays that user's.
+		if err := journalAsOwner(filepath.Dir(j.Path())); err != nil {
+			return fmt.Errorf("step %d is undone, but not in the journal: %w", r.ID, err)
+		}
 	}
 	rec := journal.Record{Time: start, PID: os.Getpid(), Command: fmt.Sprintf("undoctl back %d", r.ID), Class: "fork",
 		Verdict: "run", Outcome: journal.Restored, Parent: r.ID, Duration: float64(time.Since(start).Microseconds()) / 1000}

@@ -251,17 +251,7 @@ func TestMachineStepDpkg(t *testing.T) {
 		t.Skip("dpkg-deb is not installed")
 	}
 	env, ws := machineEnv(t)
-	name := fmt.Sprintf("undosh-test-pkg-%x", rand.Uint32())
-	t.Cleanup(func() { exec.Command("dpkg", "--purge", name).Run() })
-	pkg := filepath.Join(t.TempDir(), "pkg")
-	os.MkdirAll(filepath.Join(pkg, "DEBIAN"), 0o755)
-	os.MkdirAll(filepath.Join(pkg, "usr/share", name), 0o755)
-	os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte("Package: "+name+"\nVersion: 1.0\nArchitecture: all\nMaintainer: undosh tests <tests@example.invalid>\nDescription: a package undosh's tests install and remove\n"), 0o644)
-	os.WriteFile(filepath.Join(pkg, "usr/share", name, "hello"), []byte("hello\n"), 0o644)
-	deb := filepath.Join(t.TempDir(), name+".deb")
-	if out, err := exec.Command("dpkg-deb", "--build", "--root-owner-group", pkg, deb).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb: %v\n%s", err, out)
-	}
+	name, deb := buildDeb(t, t.TempDir())
 	got := runWith(t, undoshBin, ws, append(env, "UNDOSH_VERIFY=dpkg -s "+name), "bash", "-c", "dpkg -i "+deb)
 	if got.code != 0 {
 		t.Fatalf("dpkg -i in a machine step: %+v", got)
@@ -283,6 +273,26 @@ func TestMachineStepDpkg(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join("/usr/share", name)); !os.IsNotExist(err) {
 		t.Errorf("the package's files are still there: %v", err)
 	}
+}
+
+// buildDeb builds, in dir, a tiny package with one file,
+// /usr/share/NAME/hello, and purges it when the test ends; it returns
+// the package's name and the .deb.
+func buildDeb(t *testing.T, dir string) (name, deb string) {
+	t.Helper()
+	name = fmt.Sprintf("undosh-test-pkg-%x", rand.Uint32())
+	t.Cleanup(func() { exec.Command("dpkg", "--purge", name).Run() })
+	pkg := filepath.Join(dir, "pkg")
+	os.MkdirAll(filepath.Join(pkg, "DEBIAN"), 0o755)
+	os.MkdirAll(filepath.Join(pkg, "usr/share", name), 0o755)
+	os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte("Package: "+name+"\nVersion: 1.0\nArchitecture: all\nMaintainer: undosh tests <tests@example.invalid>\nDescription: a package undosh's tests install and remove\n"), 0o644)
+	os.WriteFile(filepath.Join(pkg, "usr/share", name, "hello"), []byte("hello\n"), 0o644)
+	deb = filepath.Join(dir, name+".deb")
+	if out, err := exec.Command("dpkg-deb", "--build", "--root-owner-group", pkg, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v\n%s", err, out)
+	}
+	os.RemoveAll(pkg)
+	return name, deb
 }
 
 // Two machine steps at once: the second waits for the first (its copy is

@@ -11,7 +11,10 @@
 // "undosh-enforce", the step's shell under its class's isolation
 // (internal/enforce, whose C constructor does the work before main); with
 // argv[0] "undosh-guard", the guard dpkg's pre-invoke hook runs
-// (internal/guard).
+// (internal/guard). Run by sudo as root with the first argument
+// "--undosh-sudo-step", it is the root side of a machine step that a
+// user's undosh handed over (internal/sudo): a distinct argv[0] cannot
+// pass through sudo, and no bash accepts that argument.
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/undosh/undosh/internal/guard"
 	"github.com/undosh/undosh/internal/procstate"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/internal/sudo"
 	"github.com/undosh/undosh/shell"
 )
 
@@ -43,6 +47,12 @@ func main() {
 		// dpkg's pre-invoke hook (/usr/lib/undosh/undosh-guard, a link
 		// to undosh): refuse outside a machine step.
 		os.Exit(guard.Main(os.Args[1:], os.Stderr, os.Getenv))
+	}
+	if len(os.Args) > 1 && os.Args[1] == sudo.Entry && os.Geteuid() == 0 && os.Getenv("SUDO_UID") != "" {
+		// The root side of a machine step that a user's undosh handed
+		// over through sudo -n (internal/sudo). Anything else with this
+		// argument goes to bash, which rejects it as it always has.
+		os.Exit(shell.SudoStep(os.Args[2:], os.Getenv, os.Stderr))
 	}
 	procstate.Ignore()
 	os.Exit(shell.Main(&shell.Env{

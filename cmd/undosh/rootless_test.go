@@ -26,7 +26,7 @@ func asUser(t *testing.T, u testuser.User, dir string, env []string, argv ...str
 // committed and undone by undoctl back; one that changes what the user
 // cannot change for real is refused.
 func TestRootlessMachineSteps(t *testing.T) {
-	u := testuser.New(t, "undosh-rl-steps", testuser.Options{})
+	u := testuser.New(t, "undosh-rl-steps", testuser.Options{Home: true})
 	undosh, undoctl := testuser.Install(t, undoshBin), testuser.Install(t, undoctlBin)
 	ws := filepath.Join(u.Home, "project")
 	if r := asUser(t, u, u.Home, nil, "mkdir", "-p", ws, u.Home+"/.config"); r.code != 0 {
@@ -75,7 +75,7 @@ func TestRootlessMachineSteps(t *testing.T) {
 // passes in the copy but is refused, and the file stays; a failing one
 // that ran a setuid program says that it ran without privilege.
 func TestRootlessRefusedAndSetuid(t *testing.T) {
-	u := testuser.New(t, "undosh-rl-refuse", testuser.Options{})
+	u := testuser.New(t, "undosh-rl-refuse", testuser.Options{Home: true})
 	undosh := testuser.Install(t, undoshBin)
 	theirs := filepath.Join(os.TempDir(), fmt.Sprintf("undosh-rl-theirs-%d", os.Getpid()))
 	if err := os.WriteFile(theirs, []byte("root's\n"), 0o644); err != nil {
@@ -118,7 +118,7 @@ func TestRootlessRefusedAndSetuid(t *testing.T) {
 // checkpoint, rolled back on failure, and one note says so, the first
 // time in a state directory only.
 func TestRootlessFallback(t *testing.T) {
-	u := testuser.New(t, "undosh-rl-fallback", testuser.Options{})
+	u := testuser.New(t, "undosh-rl-fallback", testuser.Options{Home: true})
 	undosh := testuser.Install(t, undoshBin)
 	ws := filepath.Join(u.Home, "project")
 	if r := asUser(t, u, u.Home, nil, "sh", "-c", "mkdir -p "+ws+" && cd "+ws+" && echo one > a.txt"); r.code != 0 {

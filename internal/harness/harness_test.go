@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/frontend"
+	"github.com/undosh/undosh/internal/testuser"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/harnesses.md from this run")
@@ -120,27 +120,8 @@ const testUser = "undosh-harness"
 // test ends; ok is false (with the reason) when it cannot.
 func makeUser(t *testing.T) (User, string) {
 	t.Helper()
-	if _, err := user.Lookup(testUser); err == nil {
-		// Left by a run that was killed: take it over.
-		exec.Command("userdel", testUser).Run()
-	}
-	out, err := exec.Command("useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/bash",
-		"--user-group", "--comment", "undosh harness test, removed after the test", testUser).CombinedOutput()
-	if err != nil {
-		return User{}, fmt.Sprintf("useradd %s: %v: %s", testUser, err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", testUser).CombinedOutput(); err != nil {
-			t.Errorf("userdel %s: %v: %s", testUser, err, out)
-		}
-	})
-	u, err := user.Lookup(testUser)
-	if err != nil {
-		return User{}, fmt.Sprintf("look up %s: %v", testUser, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return User{Name: testUser, UID: uid, GID: gid}, ""
+	u, why := testuser.Make(t, testUser, testuser.Options{Comment: "undosh harness test, removed after the test"})
+	return User{Name: u.Name, UID: u.UID, GID: u.GID}, why
 }
 
 // TestHarnesses runs the story through every installed harness, as root

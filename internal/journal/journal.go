@@ -95,6 +95,10 @@ type Record struct {
 	Points  []Checkpoint `json:"checkpoints,omitempty"`
 	// Machine lists the commits of a machine step run in a copy.
 	Machine []MachineCommit `json:"machine,omitempty"`
+	// Sudo is set for a machine step that its user's undosh ran in the
+	// root engine, entered through sudo (internal/sudo): its commits are
+	// root's, so undoctl back undoes them through sudo.
+	Sudo bool `json:"sudo,omitempty"`
 	// CPUs and MemGiB are the size of the sandbox a machine step forked,
 	// for undoctl cost; SnapshotBytes the size of a snapshot it left.
 	CPUs          int     `json:"cpus,omitempty"`

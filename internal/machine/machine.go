@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,12 @@ type Step struct {
 	// rootless copy they run without privilege, which the notice of a
 	// failed step then says.
 	Setuid []string
+	// User, when set, is who the step and verify run as in the copy (a
+	// step that entered the engine through sudo runs as its user; only
+	// what it runs through sudo is root). Hide lists more paths hidden
+	// from the copy and never committed (that user's state directory).
+	User *fork.User
+	Hide []string
 }
 
 // Commit is one filesystem's commit of a step.
@@ -213,9 +220,9 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	// The state directory is hidden from the copy and never committed:
 	// an undosh nested in the step (a front end starting a classifier)
 	// writes its own there, and must not reach the machine's classifier.
-	var hide []string
+	hide := slices.Clone(s.Hide)
 	if s.StateDir != "" {
-		hide = []string{s.StateDir}
+		hide = append(hide, s.StateDir)
 	}
 	c, err := fork.Create(fork.Options{Logger: s.Logger, Hide: hide})
 	if err != nil {
@@ -228,7 +235,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		phase("discard")
 	}()
 	res, err := c.Run(ctx, fork.RunOptions{Argv: s.Argv, Path: s.Path, Dir: s.Dir, Env: s.Env,
-		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout})
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout, User: s.User})
 	if err != nil {
 		return out, fmt.Errorf("run the step in the copy: %w", err)
 	}
@@ -242,7 +249,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	}
 	for _, ov := range c.Overlays {
 		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0},
-			fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored, Include: s.Include, StateDir: s.StateDir})
+			fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored, Include: s.Include, StateDir: s.StateDir, Exclude: s.Hide})
 		if err != nil {
 			return out, fmt.Errorf("read what the step changed under %s: %w", ov.Mount, err)
 		}
@@ -384,7 +391,7 @@ func verify(ctx context.Context, c *fork.Copy, s Step, out *Outcome) error {
 	if s.VerifyTimeout > 0 {
 		timeout = s.VerifyTimeout
 	}
-	res, err := c.Run(ctx, fork.RunOptions{Argv: []string{sh, "-c", s.Verify}, Dir: dir, Env: s.Env, Stdout: w, Stderr: w, Timeout: timeout})
+	res, err := c.Run(ctx, fork.RunOptions{Argv: []string{sh, "-c", s.Verify}, Dir: dir, Env: s.Env, Stdout: w, Stderr: w, Timeout: timeout, User: s.User})
 	w.Close()
 	out.VerifyOutput = <-done
 	r.Close()

@@ -1,6 +1,10 @@
-// Package testuser makes the temporary users that tests run undosh as,
-// for what must hold for an agent that is not root. It is for tests
-// only: it runs useradd and userdel.
+// Package testuser makes a temporary user for tests that must run
+// something as a user who is not root, on a machine where the tests run
+// as root (CI): useradd when the test starts, userdel when it ends,
+// whatever its outcome. A user left by a run that was killed is taken
+// over (removed, then made again).
+//
+// Only tests import it.
 package testuser
 
 import (
@@ -14,67 +18,86 @@ import (
 	"testing"
 )
 
-// User is a temporary user.
+// User is a user [Make] made.
 type User struct {
 	Name     string
 	UID, GID int
-	// Home is its home directory, made by New ("" with NoHome).
+	// Home is its home directory, made for it ("" without Options.Home).
 	Home string
 }
 
-// Options say what New makes.
+// Options say what [Make] makes besides the user.
 type Options struct {
-	// NoHome: the user has /nonexistent as its home, as nobody does.
-	NoHome bool
+	// Home makes /home/NAME, owned by the user and removed with it
+	// (userdel -r); without it, the home is /nonexistent.
+	Home bool
+	// Comment is the passwd comment (GECOS).
+	Comment string
 }
 
-// New creates the user name (a left-over one of a killed run is taken
-// over) and removes it, with its home, when the test ends. It skips the
-// test, saying why, when this process is not root or useradd is missing.
-func New(t testing.TB, name string, o Options) User {
+// Make creates user name (and a group of the same name) and removes it
+// when t ends. It returns why not, for t.Skip, when it cannot: not
+// root, no useradd.
+func Make(t testing.TB, name string, o Options) (User, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skipf("needs root to create the test user %s", name)
+		return User{}, "making a user needs root"
 	}
 	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skipf("no useradd here to create the test user %s", name)
+		return User{}, "no useradd here (passwd)"
 	}
 	if _, err := user.Lookup(name); err == nil {
-		exec.Command("userdel", "--remove", name).Run()
+		// Left by a run that was killed: take it over.
+		exec.Command("userdel", "-r", name).Run()
 	}
-	home := "/home/" + name
-	args := []string{"--create-home", "--home-dir", home}
-	if o.NoHome {
-		home = ""
-		args = []string{"--no-create-home", "--home-dir", "/nonexistent"}
+	if o.Comment == "" {
+		o.Comment = "undosh test, removed after the test"
 	}
-	args = append(args, "--shell", "/bin/bash", "--user-group", "--comment", "undosh test, removed after the test", name)
-	if out, err := exec.Command("useradd", args...).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v: %s", name, err, strings.TrimSpace(string(out)))
+	args := []string{"--shell", "/bin/bash", "--user-group", "--comment", o.Comment}
+	if o.Home {
+		args = append(args, "--create-home", "--home-dir", "/home/"+name)
+	} else {
+		args = append(args, "--no-create-home", "--home-dir", "/nonexistent")
+	}
+	out, err := exec.Command("useradd", append(args, name)...).CombinedOutput()
+	if err != nil {
+		return User{}, fmt.Sprintf("useradd %s: %v: %s", name, err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", "--remove", name).CombinedOutput(); err != nil && !strings.Contains(string(out), "not found") {
+		del := []string{name}
+		if o.Home {
+			del = []string{"-r", name}
+		}
+		if out, err := exec.Command("userdel", del...).CombinedOutput(); err != nil {
 			t.Errorf("userdel %s: %v: %s", name, err, out)
 		}
-		// Its copies, should a test have left one.
-		os.RemoveAll("/dev/shm/undosh-fork-" + strconv.Itoa(uidOf(name)))
 	})
 	u, err := user.Lookup(name)
 	if err != nil {
-		t.Fatalf("look up %s: %v", name, err)
+		return User{}, fmt.Sprintf("look up %s: %v", name, err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return User{Name: name, UID: uid, GID: gid, Home: home}
+	r := User{Name: name}
+	r.UID, _ = strconv.Atoi(u.Uid)
+	r.GID, _ = strconv.Atoi(u.Gid)
+	if o.Home {
+		r.Home = u.HomeDir
+	}
+	return r, ""
 }
 
-func uidOf(name string) int {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return -1
+// New is Make for a test that cannot go on without the user: it skips the
+// test, saying why, when the user cannot be made.
+func New(t testing.TB, name string, o Options) User {
+	t.Helper()
+	u, why := Make(t, name, o)
+	if why != "" {
+		t.Skip(why)
 	}
-	n, _ := strconv.Atoi(u.Uid)
-	return n
+	t.Cleanup(func() {
+		// Its rootless copies, should a test have left one.
+		os.RemoveAll("/dev/shm/undosh-fork-" + strconv.Itoa(u.UID))
+	})
+	return u
 }
 
 // Command is exec.Command run as u, in its home (or /), with HOME, USER,

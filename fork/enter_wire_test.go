@@ -1,0 +1,43 @@
+package fork
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The init's instructions decode to what was encoded, a session's user
+// included; any other bytes decode to an error, never a panic.
+func FuzzDecodeSpec(f *testing.F) {
+	for _, s := range []initSpec{
+		{Root: "/r", Argv: []string{"true"}, Layers: []specLayer{{Mount: "/"}}},
+		{Root: "/r", Dir: "/w", Path: "/bin/bash", Argv: []string{"bash", "-c", "id"}, Env: []string{"A=1"},
+			Layers: []specLayer{{Mount: "/", Upper: "/u", Work: "/w", ReadOnly: true}}, User: &User{UID: 1000, GID: 1000, Groups: []int{27, 1000}}},
+		{Root: "/r", Argv: []string{"x"}, User: &User{UID: 65534, GID: 65534}},
+	} {
+		f.Add(s.encode())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := decodeSpec(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeSpec(s.encode())
+		if err != nil {
+			t.Fatalf("re-encoded spec does not decode: %v", err)
+		}
+		if diff := cmp.Diff(s, again); diff != "" {
+			t.Errorf("round trip (-first +second):\n%s", diff)
+		}
+	})
+}
+
+// A session with a User runs as that user, with those groups only; the
+// copy is still made and read as root.
+func TestRunAsUser(t *testing.T) {
+	c := newCopy(t, Options{})
+	s := runWith(t, c, RunOptions{Argv: []string{"sh", "-c", "id -u; id -g; id -G"}, User: &User{UID: 65534, GID: 65534, Groups: []int{65534, 100}}})
+	if s.err != nil || s.ExitCode != 0 || s.stdout != "65534\n65534\n65534 100\n" {
+		t.Fatalf("id as nobody in a copy: %+v, %v, stdout %q, stderr %q", s.Result, s.err, s.stdout, s.stderr)
+	}
+}
