@@ -127,6 +127,9 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 			return err
 		}
 	}
+	if err := w.sharedDirs(s); err != nil {
+		return err
+	}
 	if err := s.seedFile(PolicyRCD, []byte("#!/bin/sh\n# Written by undosh: no services start in a copy.\nexit 101\n"), 0o755); err != nil {
 		return err
 	}
@@ -240,6 +243,39 @@ func (w *skeleton) entry(p string) error {
 	}
 	w.c.Binds = append(w.c.Binds, p)
 	w.c.Seeded = append(w.c.Seeded, p)
+	return nil
+}
+
+// sharedDirs makes, in the upper layers, the directories of the system's
+// trees that the user may write but does not own (/var/tmp): overlayfs
+// copies a directory up with its owner, which a user namespace that maps
+// only the user cannot give it (EOVERFLOW), so a write there would fail in
+// the copy and not for real. Made beforehand, they are the user's, with
+// the real mode. Only the entries at the top of each tree the user cannot
+// write are looked at: the user's own trees (/home, /tmp) need none.
+func (w *skeleton) sharedDirs(s *seeder) error {
+	for _, l := range w.c.Overlays[1:] {
+		if unix.Access(l.Mount, unix.W_OK) == nil {
+			continue
+		}
+		ents, err := os.ReadDir(l.Mount)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			p := filepath.Join(l.Mount, e.Name())
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) != nil || int(st.Uid) == w.uid || unix.Access(p, unix.W_OK|unix.X_OK) != nil {
+				continue
+			}
+			if _, err := s.parents(filepath.Join(p, "-")); err != nil && !errors.Is(err, errNotInLower) {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

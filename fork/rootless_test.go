@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/testuser"
 )
@@ -79,7 +82,18 @@ func TestRootlessAsUser(t *testing.T) {
 		}
 	}
 	copies := filepath.Join(work, ".copies") // hidden from the copy
-	NextTick()                               // the files above are older than the copy
+	// The files above must be older than the copy: the coarse clock that
+	// T0 is read from must pass their ctimes, which a filesystem with
+	// fine-grained timestamps may stamp ahead of it.
+	for _, name := range []string{"keep", "gone", "edit"} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(work, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		for !coarseNow().After(time.Unix(st.Ctim.Unix())) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	c, err := Create(Options{StateDir: copies})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +111,13 @@ func TestRootlessAsUser(t *testing.T) {
 	}
 	theirs := os.Getenv("UNDOSH_ROOTLESS_THEIRS")
 	uid := strconv.Itoa(os.Geteuid())
+	// /var/tmp is root's and everyone's: overlayfs cannot copy it up in a
+	// user namespace, so the copy must have it ready.
+	varTmp := ""
+	if st, err := os.Stat("/var/tmp"); err == nil && st.Mode()&os.ModeSticky != 0 && st.Mode().Perm() == 0o777 {
+		varTmp = "/var/tmp/undosh-rootless-" + uid
+		defer os.Remove(varTmp)
+	}
 	script := `set -e
 test "$(id -u)" = ` + uid + `
 test "$(cat /proc/self/uid_map | tr -s ' ' | sed 's/^ //')" = "` + uid + ` ` + uid + ` 1"
@@ -111,6 +132,9 @@ if touch /etc/undosh-rootless 2>/dev/null; then echo "wrote /etc" >&2; exit 3; f
 if [ -n "` + theirs + `" ]; then rm -f ` + theirs + `; fi
 echo scratch > /tmp/undosh-rootless-` + uid + `
 `
+	if varTmp != "" {
+		script += "echo scratch > " + varTmp + "\n"
+	}
 	if s := runWith(t, c, RunOptions{Argv: []string{"/bin/sh", "-c", script}, Dir: work}); s.err != nil || s.ExitCode != 0 {
 		t.Fatalf("step in the copy: %+v, %v\nstderr: %s", s.Result, s.err, s.stderr)
 	}
@@ -143,6 +167,9 @@ echo scratch > /tmp/undosh-rootless-` + uid + `
 	}
 	if theirs != "" {
 		want[theirs] = OpRemove
+	}
+	if varTmp != "" {
+		want[varTmp] = OpAdd
 	}
 	for p, k := range want {
 		if changed[p] != k {
