@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -81,7 +82,21 @@ func TestRootlessAsUser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	copies := filepath.Join(work, ".copies") // hidden from the copy
+	// The copies where users' copies live (a tmpfs, where there is one:
+	// an upper on the target's own filesystem is moved into place, not
+	// copied, so a commit killed half-way could not be made again).
+	copies, err := os.MkdirTemp(filepath.Dir(RootlessCopiesDir()), "test-")
+	if err != nil {
+		if err = os.MkdirAll(filepath.Dir(RootlessCopiesDir()), 0o700); err == nil {
+			copies, err = os.MkdirTemp(filepath.Dir(RootlessCopiesDir()), "test-")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.RemoveAll(copies)
+	var copiesSt, workSt unix.Stat_t
+	sameFS := unix.Stat(copies, &copiesSt) == nil && unix.Stat(work, &workSt) == nil && copiesSt.Dev == workSt.Dev
 	// The files above must be older than the copy: the coarse clock that
 	// T0 is read from must pass their ctimes, which a filesystem with
 	// fine-grained timestamps may stamp ahead of it.
@@ -197,6 +212,39 @@ echo scratch > /tmp/undosh-rootless-` + uid + `
 			t.Errorf("CheckWritable(%s) = %v", p.Target, probs)
 		}
 		mine = append(mine, p)
+	}
+	// A commit killed half-way is reversed by the next recovery, as
+	// root's is.
+	for _, p := range mine {
+		if !under(work, p.Target) || sameFS {
+			continue
+		}
+		jd, err := UserJournalDir(p, filepath.Join(work, ".journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planFile := filepath.Join(t.TempDir(), "plan.json")
+		if err := os.WriteFile(planFile, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		child := startCommitChild(t, "commit", planEnv+"="+planFile, journalEnv+"="+jd)
+		for applied(t, child.next(t)) < 2 {
+			child.proceed(t)
+		}
+		child.kill(t)
+		if did, err := Recover(jd); err != nil || len(did) == 0 {
+			t.Fatalf("recover the killed commit: %v, %v", did, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(work, "edit")); string(b) != "old\n" {
+			t.Errorf("after the recovery, edit is %q", b)
+		}
+		if _, err := os.Lstat(filepath.Join(work, "added")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after the recovery, added: %v", err)
+		}
 	}
 	var done []*Record
 	for _, p := range mine {
