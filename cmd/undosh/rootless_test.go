@@ -140,3 +140,44 @@ func TestRootlessFallback(t *testing.T) {
 		t.Errorf("a.txt after the kept step: %q", b)
 	}
 }
+
+// Two users' machine steps at once: each in its own rootless copy, with
+// its own lock and journal, and both committed.
+func TestRootlessTwoUsers(t *testing.T) {
+	undosh := testuser.Install(t, undoshBin)
+	users := []testuser.User{
+		testuser.New(t, "undosh-rl-one", testuser.Options{Home: true}),
+		testuser.New(t, "undosh-rl-two", testuser.Options{Home: true}),
+	}
+	results := make(chan error, len(users))
+	for _, u := range users {
+		go func() {
+			// Started together; nothing makes them overlap for sure, but
+			// neither may wait for, or see, the other's.
+			r := asUser(t, u, u.Home, []string{"UNDOSH_POLICY=-"}, undosh, "-c",
+				`eval "$(echo 'for i in 1 2 3 4 5; do echo $i >> ~/steps.log; done')"`)
+			if r.code != 0 || r.stderr != "" {
+				results <- fmt.Errorf("%s: %+v", u.Name, r)
+				return
+			}
+			results <- nil
+		}()
+	}
+	for range users {
+		if err := <-results; err != nil {
+			if strings.Contains(err.Error(), "cannot run here") {
+				t.Skip(err)
+			}
+			t.Error(err)
+		}
+	}
+	for _, u := range users {
+		if b, _ := os.ReadFile(filepath.Join(u.Home, "steps.log")); string(b) != "1\n2\n3\n4\n5\n" {
+			t.Errorf("%s: steps.log is %q", u.Name, b)
+		}
+		rec := lastRecord(t, []string{"UNDOSH_STATE_DIR=" + filepath.Join(u.Home, ".local/state/undosh")})
+		if rec["class"] != "fork" || rec["outcome"] != "committed" {
+			t.Errorf("%s: journal record %v", u.Name, rec)
+		}
+	}
+}
