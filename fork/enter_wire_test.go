@@ -14,6 +14,8 @@ func FuzzDecodeSpec(f *testing.F) {
 		{Root: "/r", Dir: "/w", Path: "/bin/bash", Argv: []string{"bash", "-c", "id"}, Env: []string{"A=1"},
 			Layers: []specLayer{{Mount: "/", Upper: "/u", Work: "/w", ReadOnly: true}}, User: &User{UID: 1000, GID: 1000, Groups: []int{27, 1000}}},
 		{Root: "/r", Argv: []string{"x"}, User: &User{UID: 65534, GID: 65534}},
+		{Root: "/r", Argv: []string{"x"}, Rootless: true, Binds: []string{"/mnt/f", "/etc/hosts"},
+			Layers: []specLayer{{Mount: "/", Upper: "/s"}, {Mount: "/usr", Upper: "/u", Work: "/w"}}},
 	} {
 		f.Add(s.encode())
 	}
