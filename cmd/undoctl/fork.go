@@ -42,7 +42,7 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 		return 0, &exit.UsageError{Msg: "run: say --fork (undoctl run --fork -- CMD…): a machine step is the only kind undoctl runs"}
 	}
 	if err := fork.Probe(); err != nil {
-		return 0, &hintError{err: err, hint: "the local fork engine needs root, overlayfs and the mount, pid and network namespaces"}
+		return 0, &hintError{err: err, hint: "the local fork engine needs overlayfs, the mount, pid and network namespaces, and root or user namespaces that work; undoctl doctor says which is missing"}
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
