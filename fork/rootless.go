@@ -46,12 +46,19 @@ func Rootless() bool { return os.Geteuid() != 0 }
 // RootlessCopiesDir is where a user who is not root keeps copies when
 // [Options].StateDir is empty: on a tmpfs (/dev/shm) where there is one,
 // since the upper layers then cost no disk; else in the user's cache
-// directory.
+// directory. The directory in /dev/shm, which everyone may write, is used
+// only if it is the user's own, private directory: another user who made
+// it first could change a copy's upper layers before they are committed.
 func RootlessCopiesDir() string {
 	name := "undosh-fork-" + strconv.Itoa(os.Geteuid())
 	var sfs unix.Statfs_t
 	if unix.Statfs("/dev/shm", &sfs) == nil && sfs.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK|unix.X_OK) == nil {
-		return filepath.Join("/dev/shm", name, "copies")
+		dir := filepath.Join("/dev/shm", name)
+		os.Mkdir(dir, 0o700)
+		var st unix.Stat_t
+		if unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0 {
+			return filepath.Join(dir, "copies")
+		}
 	}
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "undosh", "fork", "copies")
@@ -432,6 +439,18 @@ func inGroup(gid int) bool {
 // HiddenName of that user. A copy's diff never commits one.
 func userHiddenName() string { return HiddenName + "-" + strconv.Itoa(os.Geteuid()) }
 
+// ownDir reports whether dir is free for this user's own directory: it
+// does not exist, or it is a directory of the user's that no one else may
+// write. A journal keeps the originals an undo puts back, so it must not
+// be in a directory another user made first (in /tmp, say).
+func ownDir(dir string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return errors.Is(err, unix.ENOENT)
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
+}
+
 // UserJournalDir returns where a user who is not root journals a commit
 // onto target: the first of candidates (directories the user owns, such
 // as its state directory) on target's filesystem, else
@@ -464,11 +483,11 @@ func UserJournalDir(plan Plan, candidates ...string) (string, error) {
 		}
 	}
 	own := userHiddenName()
-	if unix.Access(plan.Target, unix.W_OK|unix.X_OK) == nil {
+	if unix.Access(plan.Target, unix.W_OK|unix.X_OK) == nil && ownDir(filepath.Join(plan.Target, own)) {
 		return filepath.Join(plan.Target, own, "journal"), nil
 	}
 	for _, op := range plan.Ops {
-		if d := filepath.Join(plan.Target, filepath.Dir(op.Path)); onTarget(d) {
+		if d := filepath.Join(plan.Target, filepath.Dir(op.Path)); onTarget(d) && ownDir(filepath.Join(d, own)) {
 			return filepath.Join(d, own, "journal"), nil
 		}
 	}

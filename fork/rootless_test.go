@@ -308,3 +308,33 @@ func TestRootlessSetuid(t *testing.T) {
 		t.Errorf("a setuid root program in the copy runs as %q, want the user", got)
 	}
 }
+
+// A user's journal is never put in a directory that another user made
+// where both may write (in /tmp, say): it keeps the originals an undo puts
+// back.
+func TestOwnDir(t *testing.T) {
+	d := t.TempDir()
+	if !ownDir(filepath.Join(d, "missing")) || !ownDir(d) {
+		t.Error("a missing directory, or one's own, is refused")
+	}
+	open := filepath.Join(d, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777)
+	link := filepath.Join(d, "link")
+	os.Symlink(d, link)
+	for _, p := range []string{open, link} {
+		if ownDir(p) {
+			t.Errorf("%s taken for one's own directory", p)
+		}
+	}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(d, "theirs")
+		os.Mkdir(theirs, 0o700)
+		os.Chown(theirs, 65534, 65534)
+		if ownDir(theirs) {
+			t.Error("another user's directory taken for one's own")
+		}
+	}
+}
