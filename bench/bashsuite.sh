@@ -47,6 +47,7 @@ for f in run-*; do
   rm -f "$BASH_TSTOUT"
 done
 SUITE
+chmod 755 "$work/suite.sh"
 chmod -R a+rX "$work"
 chown -R "$AS" "$work/t"
 chmod 777 "$work"

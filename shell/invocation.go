@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -47,6 +48,59 @@ const (
 // ParseArgs reads a bash or sh command line. It never fails: a command
 // line bash would refuse gets ModeNothing, and the real shell reports it.
 func ParseArgs(argv []string) Invocation {
+	return parseArgs(argv, false)
+}
+
+// ParseArgsFrom is ParseArgs for a shell started in cwd with environment
+// getenv: a file named sh that is not the system's sh (a copy of undosh
+// standing in for bash, as bash's own tests make with cp $THIS_SH
+// $TMPDIR/sh) is bash in POSIX mode, as such a copy of bash is
+// (SystemSh).
+func ParseArgsFrom(argv []string, cwd string, getenv func(string) string) Invocation {
+	return parseArgs(argv, len(argv) > 0 && !SystemSh(argv[0], cwd, getenv))
+}
+
+// SystemSh reports whether argv0, a shell's argv[0] in cwd with PATH from
+// getenv, names the system's sh: the file /bin/sh (or /usr/bin/sh) is, or
+// a name other than sh. It is false for another file named sh, such as a
+// copy of bash, which bash runs in POSIX mode.
+func SystemSh(argv0, cwd string, getenv func(string) string) bool {
+	name := strings.TrimPrefix(argv0, "-")
+	if filepath.Base(name) != "sh" {
+		return true
+	}
+	p := name
+	if !strings.Contains(name, "/") {
+		p = ""
+		for dir := range strings.SplitSeq(getenv("PATH"), ":") {
+			if dir == "" {
+				dir = "."
+			}
+			if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() {
+				p = filepath.Join(dir, name)
+				break
+			}
+		}
+		if p == "" {
+			return true
+		}
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cwd, p)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return true
+	}
+	for _, sys := range []string{"/bin/sh", "/usr/bin/sh"} {
+		if s, err := os.Stat(sys); err == nil && os.SameFile(st, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func parseArgs(argv []string, bashAsSh bool) Invocation {
 	inv := Invocation{Argv: argv, Personality: "bash", Mode: ModeStdin}
 	if len(argv) == 0 {
 		return inv
@@ -60,6 +114,9 @@ func ParseArgs(argv []string) Invocation {
 	case "sh", "dash", "ash":
 		inv.Personality = "sh"
 		inv.POSIX = true
+		if bashAsSh {
+			inv.Personality = "bash"
+		}
 	}
 	// noexec: -n (+n turns it off again); dump: -D or --dump-strings,
 	// which imply -n for good; pretty: --pretty-print, which prints a

@@ -1,6 +1,8 @@
 package shell
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,4 +97,50 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// A file named sh that is not the system's sh (a copy of undosh standing
+// in for bash, as bash's own tests make) is bash in POSIX mode; the
+// system's sh, by path or through PATH, stays sh.
+func TestSystemSh(t *testing.T) {
+	d := t.TempDir()
+	copySh := filepath.Join(d, "sh")
+	if err := os.WriteFile(copySh, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	env := func(path string) func(string) string {
+		return func(k string) string {
+			if k == "PATH" {
+				return path
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		argv0, path string
+		want        bool
+	}{
+		{"/bin/sh", "", true},
+		{"-sh", "/usr/bin:/bin", true},
+		{"sh", "/usr/bin:/bin", true},
+		{"dash", d, true},
+		{copySh, "/usr/bin:/bin", false},
+		{"sh", d + ":/usr/bin:/bin", false},
+		{"./sh", "", false},
+		{"sh", "/nonexistent", true},
+	} {
+		if got := SystemSh(tc.argv0, d, env(tc.path)); got != tc.want {
+			t.Errorf("SystemSh(%q, PATH=%q) = %v, want %v", tc.argv0, tc.path, got, tc.want)
+		}
+	}
+	inv := ParseArgsFrom([]string{copySh, "--posix", "-c", "echo"}, d, env(""))
+	if inv.Personality != "bash" || !inv.POSIX || inv.Mode != ModeCommand {
+		t.Errorf("a copy named sh: %+v, want bash in POSIX mode taking bash's options", inv)
+	}
+	if inv := ParseArgsFrom([]string{"/bin/sh", "-c", "echo"}, d, env("")); inv.Personality != "sh" {
+		t.Errorf("/bin/sh: personality %q", inv.Personality)
+	}
 }

@@ -431,7 +431,7 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	}
 	env := environ(req.env)
 	getenv := func(k string) string { return env[k] }
-	inv := ParseArgs(req.argv)
+	inv := ParseArgsFrom(req.argv, req.cwd, getenv)
 	// The front end itself never execs itself as the real shell.
 	real, err := c.realShell(inv.Personality, getenv)
 	if err != nil {

@@ -40,7 +40,8 @@ type Env struct {
 
 // Main runs one invocation and returns the exit status.
 func Main(e *Env) int {
-	inv := ParseArgs(e.Argv)
+	cwd, _ := os.Getwd()
+	inv := ParseArgsFrom(e.Argv, cwd, e.Getenv)
 	var front os.FileInfo
 	e.Environ, front = takeFront(e.Environ)
 	real, err := RealShell(inv.Personality, e.Getenv, e.config(), front)
