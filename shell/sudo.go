@@ -47,7 +47,7 @@ func (r *run) protectMachineSudo(rec journal.Record, start time.Time) (code int,
 		return code, false
 	}
 	d := r.dec
-	if r.pol.Host.Fallback != "git" {
+	if r.pol.Host.FallbackFor(os.Geteuid()) != "git" {
 		return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s) and runs sudo, but %s, so undosh cannot run it in a copy of the machine as root",
 			firstReason(d, policy.Fork), why), "give this user passwordless sudo to run such steps in a copy, set host.fallback: git in the policy to run them with a file checkpoint only, or run them outside undosh"), false
 	}

@@ -294,10 +294,16 @@ func TestSudoNeedsPassword(t *testing.T) {
 		t.Errorf("journal: %v", rec)
 	}
 
+	// Under host.fallback: deny (the default, auto, is git for a user who
+	// is not root), refused.
+	deny := filepath.Join(filepath.Dir(pol), "deny.yaml")
+	if err := os.WriteFile(deny, []byte("version: 1\nhost:\n  fallback: deny\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	q := harmless(t)
-	r = u.run(t, u.env(), undoshBin, "-c", "echo "+password+" | sudo -S -p '' sh -c 'echo x > "+q+"'")
+	r = u.run(t, u.env("UNDOSH_POLICY="+deny), undoshBin, "-c", "echo "+password+" | sudo -S -p '' sh -c 'echo x > "+q+"'")
 	if r.code != 126 || !strings.Contains(r.stderr, "runs sudo, but sudo needs a password here") {
-		t.Errorf("the same under the default policy (host.fallback: deny): %+v", r)
+		t.Errorf("the same under host.fallback: deny: %+v", r)
 	}
 	if _, err := os.Lstat(q); !os.IsNotExist(err) {
 		t.Errorf("%s reached the machine: %v", q, err)
