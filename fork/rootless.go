@@ -44,26 +44,67 @@ import (
 func Rootless() bool { return os.Geteuid() != 0 }
 
 // RootlessCopiesDir is where a user who is not root keeps copies when
-// [Options].StateDir is empty: on a tmpfs (/dev/shm) where there is one,
-// since the upper layers then cost no disk; else in the user's cache
-// directory. The directory in /dev/shm, which everyone may write, is used
-// only if it is the user's own, private directory: another user who made
-// it first could change a copy's upper layers before they are committed.
+// [Options].StateDir is empty. The upper layers want a tmpfs (/dev/shm:
+// they cost no disk, and hold user xattrs) or a disk that overlayfs takes
+// as an upper, which an overlayfs (a container's root) is not. In order:
+// /dev/shm with at least [shmRoom] free (a container's is often 64 MiB,
+// which an npm install outgrows); the user's cache directory, unless it is
+// on an overlayfs; /dev/shm whatever its size; the cache directory anyway.
+// The directory in /dev/shm, which everyone may write, is used only if it
+// is the user's own, private directory: another user who made it first
+// could change a copy's upper layers before they are committed.
 func RootlessCopiesDir() string {
-	name := "undosh-fork-" + strconv.Itoa(os.Geteuid())
+	shm, room := userShm()
+	cache := ""
+	if d, err := os.UserCacheDir(); err == nil {
+		cache = filepath.Join(d, "undosh", "fork", "copies")
+	}
+	switch {
+	case shm != "" && room >= shmRoom:
+		return shm
+	case cache != "" && !onOverlayfs(cache):
+		return cache
+	case shm != "":
+		return shm
+	case cache != "":
+		return cache
+	}
+	return filepath.Join(os.TempDir(), "undosh-fork-"+strconv.Itoa(os.Geteuid()), "copies")
+}
+
+// shmRoom is the free space on /dev/shm below which a disk is preferred
+// for the upper layers.
+const shmRoom = 1 << 30
+
+// userShm returns the user's copies directory in /dev/shm, and the free
+// space there, or "" when /dev/shm is not a tmpfs the user may write or
+// the directory is not the user's own.
+func userShm() (string, uint64) {
 	var sfs unix.Statfs_t
-	if unix.Statfs("/dev/shm", &sfs) == nil && sfs.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK|unix.X_OK) == nil {
-		dir := filepath.Join("/dev/shm", name)
-		os.Mkdir(dir, 0o700)
-		var st unix.Stat_t
-		if unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0 {
-			return filepath.Join(dir, "copies")
+	if unix.Statfs("/dev/shm", &sfs) != nil || sfs.Type != unix.TMPFS_MAGIC || unix.Access("/dev/shm", unix.W_OK|unix.X_OK) != nil {
+		return "", 0
+	}
+	dir := filepath.Join("/dev/shm", "undosh-fork-"+strconv.Itoa(os.Geteuid()))
+	os.Mkdir(dir, 0o700)
+	var st unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		return "", 0
+	}
+	return filepath.Join(dir, "copies"), sfs.Bavail * uint64(sfs.Bsize)
+}
+
+// onOverlayfs reports whether p, or its nearest existing parent, is on an
+// overlayfs, which overlayfs refuses as an upper layer.
+func onOverlayfs(p string) bool {
+	for d := p; ; d = filepath.Dir(d) {
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(d, &sfs); err == nil {
+			return sfs.Type == unix.OVERLAYFS_SUPER_MAGIC
+		}
+		if d == "/" {
+			return false
 		}
 	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "undosh", "fork", "copies")
-	}
-	return filepath.Join(os.TempDir(), name, "copies")
 }
 
 // defaultCopiesDir is DefaultCopiesDir for root, RootlessCopiesDir for
