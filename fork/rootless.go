@@ -194,6 +194,10 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 	return writeRecord(c)
 }
 
+// maxCopiedIn is the largest file of the user's that a rootless copy
+// copies into its skeleton.
+const maxCopiedIn = 4 << 20
+
 // skeleton walks the real tree for buildRootless.
 type skeleton struct {
 	c       *Copy
@@ -275,9 +279,11 @@ func (w *skeleton) entry(p string) error {
 		}
 		return w.overlay(p, st)
 	case unix.S_IFREG:
-		if int(st.Uid) == w.uid {
+		if int(st.Uid) == w.uid && st.Size <= maxCopiedIn {
 			// The user's own file: copied in, so that the step can change
-			// it and a commit take the change.
+			// it and a commit take the change. A larger one (a data file at
+			// the top of a project with a volume mounted in it) is shown
+			// read-only instead: every copy would read it whole.
 			s := &seeder{c: w.c}
 			if copied, err := s.copyInto(p, up, st); copied || err != nil {
 				return err
