@@ -195,6 +195,9 @@ type Copy struct {
 	// placeholders in the skeleton: the files of other users in a
 	// directory with a mount below it.
 	Binds []string `json:"binds,omitempty"`
+	// CopiedIn are the user's files a rootless copy copied into its
+	// skeleton (Settle).
+	CopiedIn []string `json:"copied_in,omitempty"`
 
 	log *slog.Logger
 

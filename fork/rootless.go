@@ -194,6 +194,30 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 	return writeRecord(c)
 }
 
+// Settle marks, in a rootless copy's skeleton, the files copied in that
+// the sessions removed, with the whiteout overlayfs would have left: the
+// skeleton is no overlay, so a removal there leaves no trace for Diff to
+// commit. Call it after the last session and before Diff.
+func (c *Copy) Settle() error {
+	if !c.Rootless {
+		return nil
+	}
+	skel := c.Overlays[skeletonLayer].Upper
+	for _, p := range c.CopiedIn {
+		up := filepath.Join(skel, p)
+		if _, err := os.Lstat(up); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Dir(up)); err != nil {
+			continue // its directory went too: Diff sees that
+		}
+		if err := unix.Mknod(up, unix.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("mark %s removed: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // maxCopiedIn is the largest file of the user's that a rootless copy
 // copies into its skeleton.
 const maxCopiedIn = 4 << 20
@@ -285,7 +309,11 @@ func (w *skeleton) entry(p string) error {
 			// the top of a project with a volume mounted in it) is shown
 			// read-only instead: every copy would read it whole.
 			s := &seeder{c: w.c}
-			if copied, err := s.copyInto(p, up, st); copied || err != nil {
+			copied, err := s.copyInto(p, up, st)
+			if copied {
+				w.c.CopiedIn = append(w.c.CopiedIn, p)
+			}
+			if copied || err != nil {
 				return err
 			}
 		}

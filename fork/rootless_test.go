@@ -338,3 +338,121 @@ func TestOwnDir(t *testing.T) {
 		}
 	}
 }
+
+// TestRootlessMirrored runs TestRootlessMirroredAsUser as a user it
+// creates, in a private mount namespace where the user's directory has a
+// mount below it: a rootless copy mirrors such a directory in its
+// skeleton, copying the user's files in.
+func TestRootlessMirrored(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("TestRootlessMirroredAsUser needs a mount that root makes")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	u := testuser.New(t, "undosh-rl-mirror", testuser.Options{Home: true})
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = testuser.Install(t, bin)
+	dir := filepath.Join(u.Home, "project")
+	if err := os.MkdirAll(filepath.Join(dir, "vol"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"gone": "gone\n", "edit": "old\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec.Command("chown", "-R", u.Name+":", dir).Run()
+	// The mount lives in a namespace of the test's own, gone with it.
+	script := `mount -t tmpfs -o mode=0777 undosh-test "$1/vol" && exec setpriv --reuid="$2" --regid="$3" --clear-groups env -i HOME="$4" PATH=/usr/bin:/bin UNDOSH_ROOTLESS_MIRRORED="$1" "$5" -test.run '^TestRootlessMirroredAsUser$' -test.v -test.count=1`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+		dir, strconv.Itoa(u.UID), strconv.Itoa(u.GID), u.Home, bin)
+	out, err := cmd.CombinedOutput()
+	t.Logf("as %s:\n%s", u.Name, out)
+	if err != nil {
+		t.Fatalf("TestRootlessMirroredAsUser: %v", err)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestRootlessMirroredAsUser") {
+		t.Errorf("TestRootlessMirroredAsUser did not pass")
+	}
+}
+
+// TestRootlessMirroredAsUser: in a directory with a mount below it, a
+// step's edit and removal of the user's files are committed, and undone.
+func TestRootlessMirroredAsUser(t *testing.T) {
+	dir := os.Getenv("UNDOSH_ROOTLESS_MIRRORED")
+	if os.Geteuid() == 0 || dir == "" {
+		t.Skip("TestRootlessMirrored runs it")
+	}
+	c, err := Create(Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	s := runWith(t, c, RunOptions{Argv: []string{"/bin/sh", "-c", "set -e; cd " + dir + "; rm gone; echo new > edit; echo x > vol/f; echo y > added"}})
+	if s.err != nil || s.ExitCode != 0 {
+		t.Fatalf("step: %+v, %v, %s", s.Result, s.err, s.stderr)
+	}
+	if err := c.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	changed := map[string]Kind{}
+	var plans []Plan
+	for _, l := range c.Overlays {
+		p, err := Diff(Layer{Target: l.Mount, Upper: l.Upper, T0: c.T0}, DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
+		if err != nil {
+			t.Fatalf("diff %s: %v", l.Mount, err)
+		}
+		for _, op := range p.Ops {
+			changed[p.Name(op)] = op.Kind
+		}
+		if len(p.Ops) > 0 {
+			plans = append(plans, p)
+		}
+	}
+	want := map[string]Kind{dir + "/gone": OpRemove, dir + "/edit": OpReplace, dir + "/vol/f": OpAdd, dir + "/added": OpAdd}
+	if len(changed) != len(want) {
+		t.Errorf("plan %v, want %v", changed, want)
+	}
+	for p, k := range want {
+		if changed[p] != k {
+			t.Errorf("%s: %q in the plan, want %q", p, changed[p], k)
+		}
+	}
+	var recs []*Record
+	var jds []string
+	for _, p := range plans {
+		if probs := CheckWritable(p); len(probs) > 0 {
+			t.Fatalf("CheckWritable: %v", probs)
+		}
+		jd, err := UserJournalDir(p, filepath.Join(t.TempDir(), "journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := Commit(p, CommitOptions{JournalDir: jd})
+		if err != nil {
+			t.Fatalf("commit onto %s: %v", p.Target, err)
+		}
+		recs, jds = append(recs, rec), append(jds, jd)
+	}
+	if _, err := os.Lstat(dir + "/gone"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the commit, gone: %v", err)
+	}
+	if b, _ := os.ReadFile(dir + "/edit"); string(b) != "new\n" {
+		t.Errorf("after the commit, edit is %q", b)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if err := Undo(jds[i], recs[i].ID, false); err != nil {
+			t.Fatalf("undo: %v", err)
+		}
+	}
+	if b, _ := os.ReadFile(dir + "/gone"); string(b) != "gone\n" {
+		t.Errorf("after the undo, gone is %q", b)
+	}
+	if b, _ := os.ReadFile(dir + "/edit"); string(b) != "old\n" {
+		t.Errorf("after the undo, edit is %q", b)
+	}
+}

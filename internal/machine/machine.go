@@ -247,6 +247,9 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		}
 		phase("verify")
 	}
+	if err := c.Settle(); err != nil {
+		return out, fmt.Errorf("read what the step changed: %w", err)
+	}
 	for _, ov := range c.Overlays {
 		plan, err := fork.Diff(fork.Layer{Target: ov.Mount, Upper: ov.Upper, T0: c.T0},
 			fork.DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored, Include: s.Include, StateDir: s.StateDir, Exclude: s.Hide})
