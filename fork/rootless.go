@@ -569,10 +569,14 @@ func UserJournalDir(plan Plan, candidates ...string) (string, error) {
 	return "", fmt.Errorf("no directory you can write on the filesystem of %s to journal the commit in", plan.Target)
 }
 
+// probeRetry is how long probeTrial trusts a failed trial.
+const probeRetry = 10 * time.Minute
+
 // probeTrial makes a rootless copy, runs true in it and discards it, once
-// per boot, kernel and user: what the sysctls do not tell (a container's
-// seccomp filter, an overlayfs that refuses a user namespace, a /dev/shm
-// that refuses user xattrs). The answer is kept next to the copies.
+// per boot, kernel and user (a failure again after probeRetry): what the
+// sysctls do not tell (a container's seccomp filter, an overlayfs that
+// refuses a user namespace, a /dev/shm that refuses user xattrs). The
+// answer is kept next to the copies.
 func probeTrial() error {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	key := strings.TrimSpace(string(boot)) + " " + kernelRelease()
@@ -583,7 +587,11 @@ func probeTrial() error {
 			if rest == "" {
 				return nil
 			}
-			return &MissingError{Missing: []Missing{{"a rootless copy that runs", rest}}}
+			// A failure is tried again after a while: it may have been
+			// passing (a full /dev/shm).
+			if st, err := os.Stat(file); err == nil && time.Since(st.ModTime()) < probeRetry {
+				return &MissingError{Missing: []Missing{{"a rootless copy that runs", rest}}}
+			}
 		}
 	}
 	result := ""
