@@ -71,7 +71,9 @@ func (r *run) interactive() int {
 	s.req.Close() // ends serve
 	<-served
 	// A line that changed files and ended the session (`rm f; exit 1`)
-	// gets the session's status.
+	// gets the session's status. Its terminal is gone: its note goes to
+	// undosh's own standard error, where the caller sees it.
+	s.notes.end(e.Stderr)
 	s.endLine(status)
 	return status
 }
@@ -616,11 +618,24 @@ type noteWriter struct {
 	s    *session
 	mu   sync.Mutex
 	held bool
+	// after is where notes go once the session's terminal is gone (end).
+	after io.Writer
+}
+
+// end sends the notes that come after the session to w, the session's
+// own standard error.
+func (w *noteWriter) end(after io.Writer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.after, w.held = after, false
 }
 
 func (w *noteWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.after != nil {
+		return w.after.Write(p)
+	}
 	n := len(p)
 	var out []byte
 	if w.held || !w.s.ctl.AtLineStart(200*time.Millisecond) {
@@ -642,6 +657,9 @@ func (w *noteWriter) Write(p []byte) (int, error) {
 func (w *noteWriter) settle(shellEndsLine bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.after != nil {
+		return
+	}
 	if w.held && !shellEndsLine {
 		_ = w.s.writeTTY([]byte("\n")) // Best effort, as every note.
 	}

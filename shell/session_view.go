@@ -137,7 +137,9 @@ func (v *sessionView) caught(roots []string, start time.Time) *beyond {
 // it, so that the session sees the machine again there.
 func (v *sessionView) putBack(b *beyond) error {
 	puts := putsOf(b)
-	if len(puts) == 0 {
+	if len(puts) == 0 || v.pid == 0 || !alive(v.pid) {
+		// Nothing to put back, or no view left to put it back in: the
+		// line ended the session (`…; exit 3`).
 		return nil
 	}
 	self, err := selfExe()

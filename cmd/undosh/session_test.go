@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,9 +12,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	ptylib "github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
@@ -959,5 +962,54 @@ func TestSessionViewMountRemoved(t *testing.T) {
 	}
 	if out := tm.line("echo y > f; cat f"); out != "y\n" {
 		t.Errorf("a workspace line after the mount was removed printed %q; screen:\n%s", out, tm.screen())
+	}
+}
+
+// A line already typed when the session starts, which ends the session
+// with `exit N`: the session's status is N, and the line is protected as
+// any other. Rolled back (it failed), its notice reaches the caller's
+// terminal although the session's own terminal is gone; kept under
+// rollback: never, its file stays.
+func TestSessionTypedAheadExit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy string
+		kept   bool
+	}{{"version: 1\n", false}, {"version: 1\nrollback: never\n", true}} {
+		ws := t.TempDir()
+		master, slave, err := ptylib.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// In the terminal's input before the shell reads anything.
+		if _, err := master.Write([]byte("echo x > f; exit 3\n")); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(undoshBin, "-i")
+		cmd.Args[0] = "bash"
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "UNDOSH_STATE_DIR="+t.TempDir(), "HOME="+t.TempDir(), writePolicy(t, tc.policy), "PS1=$ ")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		slave.Close()
+		out, _ := io.ReadAll(master) // EIO once every process let go of the terminal
+		master.Close()
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Errorf("%q: the session ended with %v, want exit status 3; output:\n%s", tc.policy, err, out)
+		}
+		_, ferr := os.Lstat(filepath.Join(ws, "f"))
+		switch {
+		case tc.kept && ferr != nil:
+			t.Errorf("%q: f after the session: %v; output:\n%s", tc.policy, ferr, out)
+		case !tc.kept && ferr == nil:
+			t.Errorf("%q: f kept although the line failed; output:\n%s", tc.policy, out)
+		case !tc.kept && !bytes.Contains(out, []byte("failed (exit 3): rolled back 1 file")):
+			t.Errorf("%q: no rollback notice; output:\n%s", tc.policy, out)
+		}
 	}
 }
