@@ -163,44 +163,62 @@ func readSpec() (*initSpec, error) {
 }
 
 // enter builds the copy's view and moves into it. The order matters: the
-// host's /dev is needed until the pivot, and the capabilities go last.
+// host's /dev is needed until the pivot, and the capabilities go last. A
+// rootless copy (rootless.go) binds its skeleton as the root first, gets
+// its overlays with userxattr, its read-only files, and falls back to the
+// host's /proc and /sys where its user namespace may not mount them anew.
 func enter(s *initSpec) error {
 	// Nothing below may propagate to the host (a systemd host shares /).
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
+	layers, opts, where, hint, pts := s.Layers, overlayOpts, "", "", devptsOpts
 	if s.Rootless {
-		return enterRootless(s)
-	}
-	for _, l := range s.Layers {
-		target := filepath.Join(s.Root, l.Mount)
-		data := "lowerdir=" + escapeOverlay(l.Mount) +
-			",upperdir=" + escapeOverlay(l.Upper) +
-			",workdir=" + escapeOverlay(l.Work) +
-			",redirect_dir=off,metacopy=off,index=off,xino=off"
-		flags := uintptr(unix.MS_NODEV)
-		if l.ReadOnly {
-			flags |= unix.MS_RDONLY
+		skel := s.Layers[skeletonLayer].Upper
+		if err := unix.Mount(skel, s.Root, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the copy's root: %w", err)
 		}
-		if err := unix.Mount(mountSource, target, "overlay", flags, data); err != nil {
-			if _, gone := os.Lstat(l.Mount); l.Mount != "/" && errors.Is(err, unix.ENOENT) && errors.Is(gone, os.ErrNotExist) {
-				// Unmounted and removed from the machine since the copy
-				// was planned: the copy has no such path either, and its
-				// layer stays empty.
-				continue
-			}
-			return fmt.Errorf("mount the overlay of %s: %w", l.Mount, err)
+		layers, opts, where, hint, pts = s.Layers[1:], rootlessOverlayOpts, " in a user namespace", " (run `undoctl doctor`)", rootlessPtsOpts
+	}
+	for _, l := range layers {
+		if err := mountLayer(s.Root, l, opts); err != nil {
+			return fmt.Errorf("mount the overlay of %s%s: %w%s", l.Mount, where, err, hint)
+		}
+	}
+	for _, p := range s.Binds {
+		if err := readOnlyFile(p, filepath.Join(s.Root, p)); err != nil {
+			return err
 		}
 	}
 	if err := mountProc(s.Root); err != nil {
-		return err
+		// A /proc with something mounted over part of it (a container's
+		// masks) may not be mounted again in a user namespace: the
+		// host's, whose pids the step then sees.
+		if !s.Rootless {
+			return err
+		}
+		if err := rbind("/proc", filepath.Join(s.Root, "proc")); err != nil {
+			return err
+		}
 	}
 	sys := filepath.Join(s.Root, "sys")
 	if err := mountOn("sysfs", sys, "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		if !s.Rootless {
+			return err
+		}
+		if err := rbind("/sys", sys); err != nil {
+			return err
+		}
+	}
+	if err := mountDev(s.Root, pts); err != nil {
 		return err
 	}
-	if err := mountDev(s.Root, devptsOpts); err != nil {
-		return err
+	if s.Rootless {
+		// Root's copy shows the root filesystem's /run; a rootless one,
+		// whose skeleton has only the directory, its own.
+		if err := mountOn("tmpfs", filepath.Join(s.Root, "run"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64m"); err != nil {
+			return err
+		}
 	}
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set the host name: %w", err)
@@ -212,6 +230,67 @@ func enter(s *initSpec) error {
 		return err
 	}
 	return dropCaps()
+}
+
+// The options of a copy's overlays: no redirects, metacopy, index or
+// xino, which a commit could not read back. A rootless copy's say
+// userxattr: overlayfs keeps its marks in user.overlay.*, the only xattrs
+// a user namespace may write (it rules out redirect_dir=off, which means
+// follow).
+const (
+	overlayOpts         = "redirect_dir=off,metacopy=off,index=off,xino=off"
+	rootlessOverlayOpts = "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
+)
+
+// mountLayer mounts layer l of the copy whose root is at root, with the
+// overlay options opts. A layer whose directory was unmounted and removed
+// from the machine since the copy was planned is left out: the copy has
+// no such path either, and its layer stays empty.
+func mountLayer(root string, l specLayer, opts string) error {
+	target := filepath.Join(root, l.Mount)
+	data := "lowerdir=" + escapeOverlay(l.Mount) +
+		",upperdir=" + escapeOverlay(l.Upper) +
+		",workdir=" + escapeOverlay(l.Work) + "," + opts
+	flags := uintptr(unix.MS_NODEV)
+	if l.ReadOnly {
+		flags |= unix.MS_RDONLY
+	}
+	err := unix.Mount(mountSource, target, "overlay", flags, data)
+	if _, gone := os.Lstat(l.Mount); err != nil && l.Mount != "/" && errors.Is(err, unix.ENOENT) && errors.Is(gone, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// readOnlyFile bind-mounts the real file src on dst, read-only. The
+// remount keeps the flags the user namespace may not clear (nosuid,
+// nodev, noexec of the real mount).
+func readOnlyFile(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(src, &sfs); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	for st, ms := range map[int64]uintptr{unix.ST_NOSUID: unix.MS_NOSUID, unix.ST_NODEV: unix.MS_NODEV, unix.ST_NOEXEC: unix.MS_NOEXEC} {
+		if sfs.Flags&st != 0 {
+			flags |= ms
+		}
+	}
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("make %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+// rbind binds the host's tree src on dst, as it is.
+func rbind(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	return nil
 }
 
 // mountOn mounts on dir, making dir first if the copy has none.

@@ -153,7 +153,8 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 		}
 	}
 	c.Overlays = append(c.Overlays, Overlay{Mount: "/", Upper: skel})
-	w := &skeleton{c: c, skel: skel, points: points, hidden: hidden, table: table, top: top, uid: os.Geteuid()}
+	s := &seeder{c: c}
+	w := &skeleton{c: c, s: s, skel: skel, points: points, hidden: hidden, table: table, top: top, uid: os.Geteuid()}
 	// T0 before anything of the real root is read.
 	c.T0 = coarseNow()
 	var rst unix.Stat_t
@@ -166,7 +167,6 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 	if err := w.dir("/"); err != nil {
 		return err
 	}
-	s := &seeder{c: c}
 	for i := range c.Overlays {
 		if i == skeletonLayer {
 			continue
@@ -187,7 +187,6 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 			return err
 		}
 	}
-	s.pending = append(s.pending, w.pending...)
 	if err := s.finish(); err != nil {
 		return err
 	}
@@ -224,14 +223,14 @@ const maxCopiedIn = 4 << 20
 
 // skeleton walks the real tree for buildRootless.
 type skeleton struct {
-	c       *Copy
-	skel    string
-	points  []string // mount points, sorted
-	hidden  []string
-	table   []mountEntry
-	top     map[string]int
-	uid     int
-	pending []pendingDir
+	c      *Copy
+	s      *seeder // mirrors the directories
+	skel   string
+	points []string // mount points, sorted
+	hidden []string
+	table  []mountEntry
+	top    map[string]int
+	uid    int
 }
 
 // mountBelow reports whether a mount point is strictly below dir.
@@ -308,8 +307,7 @@ func (w *skeleton) entry(p string) error {
 			// it and a commit take the change. A larger one (a data file at
 			// the top of a project with a volume mounted in it) is shown
 			// read-only instead: every copy would read it whole.
-			s := &seeder{c: w.c}
-			copied, err := s.copyInto(p, up, st)
+			copied, err := w.s.copyInto(p, up, st)
 			if copied {
 				w.c.CopiedIn = append(w.c.CopiedIn, p)
 			}
@@ -361,20 +359,16 @@ func (w *skeleton) sharedDirs(s *seeder) error {
 	return nil
 }
 
-// mountPoint makes the skeleton's directory for the real directory p:
-// the mode of the real one, less the write bits where the user could not
-// write it, and recorded as mirrored.
+// mountPoint makes the skeleton's directory for the real directory p,
+// mirrored as a seeded directory is (seeder.mirror): the real one's
+// xattrs and mode, less the write bits where the user could not write it.
 func (w *skeleton) mountPoint(p, up string, st unix.Stat_t) error {
 	if p != "/" {
 		if err := os.Mkdir(up, 0o700); err != nil {
 			return fmt.Errorf("copy %s: %w", p, err)
 		}
 	}
-	// The mode is set last (seeder.finish), once what is in it is made.
-	mode := rootlessMode(p, st)
-	w.c.Mirrored = append(w.c.Mirrored, Mirror{Path: p, Mode: fileMode(unix.S_IFDIR | mode), UID: w.uid, GID: os.Getegid(), Mtime: time.Unix(st.Mtim.Unix())})
-	w.pending = append(w.pending, pendingDir{upper: up, st: st, mirr: len(w.c.Mirrored) - 1, mode: unix.S_IFDIR | mode})
-	return nil
+	return w.s.mirror(up, p, st)
 }
 
 // overlay adds the overlay of the real directory p, which has no mount
