@@ -347,14 +347,7 @@ func (c *Copy) build(o Options, hidden []string) error {
 	if err := os.Mkdir(filepath.Join(c.Dir, "root"), 0o700); err != nil {
 		return err
 	}
-	// This thread's mount table, the one statx sees: another thread may
-	// be in a mount namespace of its own (the main thread stays in the
-	// namespace of a goroutine that unshared and exited locked).
-	info, err := os.ReadFile("/proc/thread-self/mountinfo")
-	if err != nil {
-		return err
-	}
-	table, err := parseMountinfo(string(info))
+	table, err := mountTable()
 	if err != nil {
 		return err
 	}
@@ -643,11 +636,7 @@ func Cleanup(stateDir string) error {
 			errs = append(errs, err)
 		}
 	}
-	info, err := os.ReadFile("/proc/thread-self/mountinfo")
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("clean up copies: %w", err))...)
-	}
-	table, err := parseMountinfo(string(info))
+	table, err := mountTable()
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("clean up copies: %w", err))...)
 	}

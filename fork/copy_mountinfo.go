@@ -2,6 +2,7 @@ package fork
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -26,6 +27,17 @@ type mountEntry struct {
 // readOnly reports whether the mount is read-only.
 func (m mountEntry) readOnly() bool {
 	return slices.Contains(strings.Split(m.Opts, ","), "ro")
+}
+
+// mountTable reads this thread's mount table, the one statx sees: another
+// thread may be in a mount namespace of its own (the main thread stays in
+// the namespace of a goroutine that unshared and exited locked).
+func mountTable() ([]mountEntry, error) {
+	info, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	return parseMountinfo(string(info))
 }
 
 // parseMountinfo parses the text of /proc/PID/mountinfo.

@@ -125,11 +125,7 @@ const skeletonLayer = 0
 // the seeded paths and the record.
 func (c *Copy) buildRootless(o Options, hidden []string) error {
 	c.Rootless = true
-	info, err := os.ReadFile("/proc/thread-self/mountinfo")
-	if err != nil {
-		return err
-	}
-	table, err := parseMountinfo(string(info))
+	table, err := mountTable()
 	if err != nil {
 		return err
 	}
