@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +60,40 @@ func setuidPrograms(f *parser.Facts, path string) []string {
 	return out
 }
 
+// stepSignals are the signals to undosh that end a step run elsewhere (in
+// a copy of the machine): the terminal's, and a kill's.
+var stepSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// cancelOnSignal returns a context of parent that one of stepSignals to
+// undosh cancels, and got, the signal that did (nil if none did); stop
+// cancels the context and stops catching the signals.
+func cancelOnSignal(parent context.Context) (ctx context.Context, got func() os.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stepSignals...)
+	var mu sync.Mutex
+	var caught os.Signal
+	go func() {
+		select {
+		case s := <-sigs:
+			mu.Lock()
+			caught = s
+			mu.Unlock()
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	got = func() os.Signal {
+		mu.Lock()
+		defer mu.Unlock()
+		return caught
+	}
+	return ctx, got, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
+}
+
 // protectFork runs a machine-changing step in a copy of the machine: the
 // step, then verify (the policy's, $UNDOSH_VERIFY, or none: the step's own
 // status decides), each a session in the copy with only lo for a
@@ -76,19 +111,8 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	env, files := r.stepEnv(step.ID), r.stepFiles()
 	// A signal to undosh ends the session in the copy, which is then
 	// discarded, and undosh dies by it.
-	ctx, cancel := context.WithCancel(r.context())
-	defer cancel()
-	var got os.Signal
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case got = <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, got, stop := cancelOnSignal(r.context())
+	defer stop()
 	if r.beforeStep != nil {
 		r.beforeStep()
 	}
@@ -100,7 +124,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		// Ended by a signal to undosh, or by the caller's context: an
 		// interactive line its user interrupted.
 		sig := syscall.SIGINT
-		if s, ok := got.(syscall.Signal); ok {
+		if s, ok := got().(syscall.Signal); ok {
 			sig = s
 		}
 		out.Status, out.Signal = 128+int(sig), sig

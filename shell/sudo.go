@@ -119,7 +119,7 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	// A signal to undosh goes to sudo, which passes it on: the root side
 	// ends the session in the copy, which is discarded.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Notify(sigs, stepSignals...)
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -264,21 +264,12 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 	if err != nil {
 		return answer(sudo.Result{Error: err.Error() + "; nothing ran", Status: exit.Usage})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	// A signal (sudo passes the caller's on) or the caller's death ends
 	// the session in the copy, which is then discarded.
-	var got os.Signal
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case got = <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	sigCtx, got, stop := cancelOnSignal(context.Background())
+	defer stop()
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
 	defer watchCaller(h.Caller.PID, cancel)()
 	c := h.Caller
 	out, err := machine.Run(ctx, machine.Step{Argv: spec.Argv, Path: spec.Path, Dir: spec.Dir, Env: spec.Env,
@@ -287,7 +278,7 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 		StateDir: stateDir, Journal: j, ID: spec.Step, User: &fork.User{UID: c.UID, GID: c.GID, Groups: c.Groups}}, true)
 	if err != nil && ctx.Err() != nil {
 		sig := syscall.SIGKILL // the caller died
-		if s, ok := got.(syscall.Signal); ok {
+		if s, ok := got().(syscall.Signal); ok {
 			sig = s
 		}
 		out.Status, out.Signal = 128+int(sig), sig
