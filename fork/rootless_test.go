@@ -157,20 +157,7 @@ echo scratch > /tmp/undosh-rootless-` + uid + `
 		t.Fatalf("the step changed the real tree before any commit: edit is %q", b)
 	}
 
-	var plans []Plan
-	changed := map[string]Kind{}
-	for _, l := range c.Overlays {
-		p, err := Diff(Layer{Target: l.Mount, Upper: l.Upper, T0: c.T0}, DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
-		if err != nil {
-			t.Fatalf("diff %s: %v", l.Mount, err)
-		}
-		for _, op := range p.Ops {
-			changed[p.Name(op)] = op.Kind
-		}
-		if len(p.Ops) > 0 {
-			plans = append(plans, p)
-		}
-	}
+	plans, changed := diffCopy(t, c)
 	want := map[string]Kind{
 		filepath.Join(work, "added"):     OpAdd,
 		filepath.Join(work, "edit"):      OpReplace,
@@ -399,20 +386,7 @@ func TestRootlessMirroredAsUser(t *testing.T) {
 	if err := c.Settle(); err != nil {
 		t.Fatal(err)
 	}
-	changed := map[string]Kind{}
-	var plans []Plan
-	for _, l := range c.Overlays {
-		p, err := Diff(Layer{Target: l.Mount, Upper: l.Upper, T0: c.T0}, DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
-		if err != nil {
-			t.Fatalf("diff %s: %v", l.Mount, err)
-		}
-		for _, op := range p.Ops {
-			changed[p.Name(op)] = op.Kind
-		}
-		if len(p.Ops) > 0 {
-			plans = append(plans, p)
-		}
-	}
+	plans, changed := diffCopy(t, c)
 	want := map[string]Kind{dir + "/gone": OpRemove, dir + "/edit": OpReplace, dir + "/vol/f": OpAdd, dir + "/added": OpAdd}
 	if len(changed) != len(want) {
 		t.Errorf("plan %v, want %v", changed, want)
@@ -455,4 +429,25 @@ func TestRootlessMirroredAsUser(t *testing.T) {
 	if b, _ := os.ReadFile(dir + "/edit"); string(b) != "old\n" {
 		t.Errorf("after the undo, edit is %q", b)
 	}
+}
+
+// diffCopy diffs every layer of c, as a commit would: the plans that
+// change something, and what each path's operation is.
+func diffCopy(t *testing.T, c *Copy) ([]Plan, map[string]Kind) {
+	t.Helper()
+	var plans []Plan
+	changed := map[string]Kind{}
+	for _, l := range c.Overlays {
+		p, err := Diff(Layer{Target: l.Mount, Upper: l.Upper, T0: c.T0}, DiffOptions{Seeded: c.Seeded, Mirrored: c.Mirrored})
+		if err != nil {
+			t.Fatalf("diff %s: %v", l.Mount, err)
+		}
+		for _, op := range p.Ops {
+			changed[p.Name(op)] = op.Kind
+		}
+		if len(p.Ops) > 0 {
+			plans = append(plans, p)
+		}
+	}
+	return plans, changed
 }

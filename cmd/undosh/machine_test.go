@@ -264,6 +264,14 @@ func TestMachineStepDpkg(t *testing.T) {
 	if back.code != 0 {
 		t.Fatalf("undoctl back %s: %+v", id, back)
 	}
+	debUndone(t, name)
+}
+
+// debUndone checks that undoctl back took the package name off the
+// machine: dpkg no longer knows it, has nothing half-done, and its files
+// are gone.
+func debUndone(t *testing.T, name string) {
+	t.Helper()
 	if err := exec.Command("dpkg", "-s", name).Run(); err == nil {
 		t.Errorf("dpkg still knows %s after undoctl back", name)
 	}

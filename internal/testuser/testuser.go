@@ -123,14 +123,7 @@ func (u User) Command(name string, args ...string) *exec.Cmd {
 // user's reach), removed when the test ends.
 func (u User) Dir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "undosh-testuser-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	d := openDir(t, "undosh-testuser-")
 	if err := os.Chown(d, u.UID, u.GID); err != nil {
 		t.Fatal(err)
 	}
@@ -142,14 +135,7 @@ func (u User) Dir(t testing.TB) string {
 // built in Go's 0700 build directory is out of u's reach.
 func Install(t testing.TB, src string) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "undosh-testbin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	d := openDir(t, "undosh-testbin-")
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +145,19 @@ func Install(t testing.TB, src string) string {
 		t.Fatal(fmt.Errorf("install %s: %w", src, err))
 	}
 	return dst
+}
+
+// openDir makes a temporary directory that everyone can search, named
+// from prefix, removed when the test ends.
+func openDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
