@@ -85,9 +85,7 @@ func userShm() (string, uint64) {
 		return "", 0
 	}
 	dir := filepath.Join("/dev/shm", "undosh-fork-"+strconv.Itoa(os.Geteuid()))
-	os.Mkdir(dir, 0o700)
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+	if err := os.Mkdir(dir, 0o700); (err != nil && !errors.Is(err, fs.ErrExist)) || !ownDir(dir) {
 		return "", 0
 	}
 	return filepath.Join(dir, "copies"), sfs.Bavail * uint64(sfs.Bsize)
@@ -505,15 +503,17 @@ func inGroup(gid int) bool {
 func userHiddenName() string { return HiddenName + "-" + strconv.Itoa(os.Geteuid()) }
 
 // ownDir reports whether dir is free for this user's own directory: it
-// does not exist, or it is a directory of the user's that no one else may
-// write. A journal keeps the originals an undo puts back, so it must not
-// be in a directory another user made first (in /tmp, say).
+// does not exist, or it is a private directory of the user's (0700 at
+// most, as the engine makes them). A journal keeps the originals an undo
+// puts back, and a copy's upper layers are committed as they are, so
+// neither may be in a directory another user made first (in /tmp or
+// /dev/shm, which everyone may write).
 func ownDir(dir string) bool {
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
 		return errors.Is(err, unix.ENOENT)
 	}
-	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0
 }
 
 // UserJournalDir returns where a user who is not root journals a commit

@@ -301,6 +301,9 @@ func TestRootlessSetuid(t *testing.T) {
 // back.
 func TestOwnDir(t *testing.T) {
 	d := t.TempDir()
+	if err := os.Chmod(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if !ownDir(filepath.Join(d, "missing")) || !ownDir(d) {
 		t.Error("a missing directory, or one's own, is refused")
 	}
