@@ -271,6 +271,12 @@ func Diff(layer Layer, o DiffOptions) (Plan, error) {
 	}
 	var tst unix.Stat_t
 	if err := unix.Lstat(target, &tst); err != nil {
+		// A directory removed on the real machine while the step ran
+		// (by something else) is no change of the step's if the step
+		// wrote nothing under it.
+		if errors.Is(err, unix.ENOENT) && emptyDir(d.plan.Upper) {
+			return d.plan, nil
+		}
 		return Plan{}, fmt.Errorf("diff: target %s: %w", layer.Target, err)
 	}
 	if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -718,4 +724,15 @@ func sizeString(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// emptyDir says whether dir is a directory with nothing in it.
+func emptyDir(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	return errors.Is(err, io.EOF)
 }

@@ -238,3 +238,23 @@ func TestDiffMirrored(t *testing.T) {
 		t.Errorf("after a chmod in the copy (-want +got):\n%s", diff)
 	}
 }
+
+// TestDiffTargetGone checks a layer whose real directory was removed by
+// something else while the step ran: no change of the step's when it
+// wrote nothing there, an error naming the directory when it did.
+func TestDiffTargetGone(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	w := tree{t, base}
+	w.dir("root", 0o755)
+	w.dir("upper", 0o755)
+	target := filepath.Join(base, "root", "gone")
+	p, err := Diff(Layer{Target: target, Upper: w.p("upper"), T0: time.Now()}, DiffOptions{Root: w.p("root")})
+	if err != nil || len(p.Ops) != 0 {
+		t.Errorf("untouched, gone: %v, %v; want no ops and no error", p.Ops, err)
+	}
+	w.file("upper/new", "new\n", 0o644, tNew)
+	if _, err := Diff(Layer{Target: target, Upper: w.p("upper"), T0: time.Now()}, DiffOptions{Root: w.p("root")}); err == nil || !strings.Contains(err.Error(), target) {
+		t.Errorf("written, gone: %v; want an error naming %s", err, target)
+	}
+}
