@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -42,6 +43,7 @@
 extern char **environ;
 
 static char self[PATH_MAX];   /* this front end */
+static const char *execfn;    /* the path it was run as (AT_EXECFN) */
 static char undosh[PATH_MAX]; /* the full undosh */
 
 #ifndef UNDOSH_PATH
@@ -107,25 +109,31 @@ static void find_undosh(void) {
 }
 
 /* exec_undosh hands the invocation to undosh, naming this front end in
- * UNDOSH_FRONT so that undosh never takes it for the real shell (undosh
- * removes the entry before the shell sees the environment). */
+ * UNDOSH_FRONT so that undosh never takes it for the real shell, and the
+ * path it was run as in UNDOSH_EXECFN, which decides whether undosh
+ * stands in for bash or for sh (undosh removes both entries before the
+ * shell sees the environment). */
 static void exec_undosh(char **argv) {
 	size_t n = 0;
 	while (environ[n]) {
 		n++;
 	}
-	char **env = malloc((n + 2) * sizeof *env);
+	char **env = malloc((n + 3) * sizeof *env);
 	char *front = malloc(strlen(self) + sizeof "UNDOSH_FRONT=");
-	if (env && front) {
+	char *fn = malloc(strlen(execfn) + sizeof "UNDOSH_EXECFN=");
+	if (env && front && fn) {
 		size_t j = 0;
 		for (size_t i = 0; i < n; i++) {
-			if (strncmp(environ[i], "UNDOSH_FRONT=", 13) != 0) {
+			if (strncmp(environ[i], "UNDOSH_FRONT=", 13) != 0 && strncmp(environ[i], "UNDOSH_EXECFN=", 14) != 0) {
 				env[j++] = environ[i];
 			}
 		}
 		strcpy(front, "UNDOSH_FRONT=");
 		strcat(front, self);
 		env[j++] = front;
+		strcpy(fn, "UNDOSH_EXECFN=");
+		strcat(fn, execfn);
+		env[j++] = fn;
 		env[j] = NULL;
 		execve(undosh, argv, env);
 	}
@@ -286,6 +294,10 @@ static int read_some(int fd, char *p, size_t n, int timeout_ms, int *fdp) {
 }
 
 int main(int argc, char **argv) {
+	execfn = (const char *)getauxval(AT_EXECFN);
+	if (!execfn) {
+		execfn = "";
+	}
 	find_undosh();
 	const char *off = getenv("UNDOSH_NO_CLASSIFIER");
 	char dir[PATH_MAX], path[PATH_MAX];
@@ -298,7 +310,7 @@ int main(int argc, char **argv) {
 		exec_undosh(argv); /* a rollback to finish first */
 	}
 	struct buffer w = {0};
-	put(&w, "UNDOSHQ1\0\0\0\0", 12);
+	put(&w, "UNDOSHQ2\0\0\0\0", 12);
 	put32(&w, (uint32_t)argc);
 	for (int i = 0; i < argc; i++) {
 		putstr(&w, argv[i]);
@@ -314,6 +326,7 @@ int main(int argc, char **argv) {
 	char cwd[PATH_MAX];
 	int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
 	putstr(&w, have_cwd ? cwd : "");
+	putstr(&w, execfn);
 	if (w.bad) {
 		exec_undosh(argv);
 	}

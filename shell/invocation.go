@@ -3,6 +3,7 @@ package shell
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -48,16 +49,85 @@ const (
 // ParseArgs reads a bash or sh command line. It never fails: a command
 // line bash would refuse gets ModeNothing, and the real shell reports it.
 func ParseArgs(argv []string) Invocation {
-	return parseArgs(argv, false)
+	sh := false
+	if len(argv) > 0 {
+		switch filepath.Base(strings.TrimPrefix(argv[0], "-")) {
+		case "sh", "dash", "ash":
+			sh = true
+		}
+	}
+	return parseArgs(argv, sh)
 }
 
-// ParseArgsFrom is ParseArgs for a shell started in cwd with environment
-// getenv: a file named sh that is not the system's sh (a copy of undosh
-// standing in for bash, as bash's own tests make with cp $THIS_SH
-// $TMPDIR/sh) is bash in POSIX mode, as such a copy of bash is
-// (SystemSh).
-func ParseArgsFrom(argv []string, cwd string, getenv func(string) string) Invocation {
-	return parseArgs(argv, len(argv) > 0 && !SystemSh(argv[0], cwd, getenv))
+// ParseArgsFrom is ParseArgs for a shell that the kernel was asked to run
+// as the file execfn (AT_EXECFN: the path given to execve; see
+// [Executed]), started in cwd with environment getenv. The file decides
+// which shell undosh stands in for, as it decides which shell the kernel
+// runs (ShellIsSh); argv[0] decides only what bash itself decides by it
+// (POSIX mode for a name sh, a login shell for a leading '-').
+func ParseArgsFrom(argv []string, execfn, cwd string, getenv func(string) string) Invocation {
+	return parseArgs(argv, len(argv) > 0 && ShellIsSh(execfn, argv[0], cwd, getenv))
+}
+
+// systemShells are where a system keeps its sh: undosh reached through
+// one of them (undoctl install --sh) stands in for sh.
+var systemShells = []string{"/bin/sh", "/usr/bin/sh"}
+
+// ShellIsSh reports whether an invocation of undosh run as the file
+// execfn, with argv[0] argv0, in cwd, stands in for the system's sh rather
+// than for bash:
+//
+//   - run through the system's sh (execfn, or a symbolic link on the way
+//     from it, is /bin/sh or /usr/bin/sh), it is sh, whatever argv[0] says;
+//   - run through any other path (bash's, a copy or a link named sh
+//     elsewhere, as bash's own tests make with cp $THIS_SH $TMPDIR/sh), it
+//     is bash, which goes into POSIX mode by itself when argv[0] is sh;
+//   - run as undosh itself (its own file name, or no execfn known), it is
+//     what argv[0] names ([SystemSh]): the caller asked undosh by name.
+func ShellIsSh(execfn, argv0, cwd string, getenv func(string) string) bool {
+	if execfn == "" || strings.HasPrefix(filepath.Base(execfn), "undosh") {
+		switch filepath.Base(strings.TrimPrefix(argv0, "-")) {
+		case "sh", "dash", "ash":
+			return SystemSh(argv0, cwd, getenv)
+		}
+		return false
+	}
+	p := execfn
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cwd, p)
+	}
+	sys := make([]string, 0, len(systemShells))
+	for _, s := range systemShells {
+		sys = append(sys, resolveDir(s))
+	}
+	// Each link on the way counts (/usr/local/bin/sh -> /bin/sh is the
+	// system's sh), up to the kernel's own limit of 40.
+	for range 40 {
+		p = resolveDir(filepath.Clean(p))
+		if slices.Contains(sys, p) {
+			return true
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return false
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = target
+	}
+	return false
+}
+
+// resolveDir is p with the symbolic links of its directory resolved
+// (/bin/sh is /usr/bin/sh where /bin links to usr/bin), its last
+// element kept as it is.
+func resolveDir(p string) string {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+	if err != nil {
+		return p
+	}
+	return filepath.Join(dir, filepath.Base(p))
 }
 
 // SystemSh reports whether argv0, a shell's argv[0] in cwd with PATH from
@@ -92,7 +162,7 @@ func SystemSh(argv0, cwd string, getenv func(string) string) bool {
 	if err != nil {
 		return true
 	}
-	for _, sys := range []string{"/bin/sh", "/usr/bin/sh"} {
+	for _, sys := range systemShells {
 		if s, err := os.Stat(sys); err == nil && os.SameFile(st, s) {
 			return true
 		}
@@ -100,7 +170,8 @@ func SystemSh(argv0, cwd string, getenv func(string) string) bool {
 	return false
 }
 
-func parseArgs(argv []string, bashAsSh bool) Invocation {
+// parseArgs reads argv as sh's command line, or as bash's.
+func parseArgs(argv []string, sh bool) Invocation {
 	inv := Invocation{Argv: argv, Personality: "bash", Mode: ModeStdin}
 	if len(argv) == 0 {
 		return inv
@@ -110,14 +181,11 @@ func parseArgs(argv []string, bashAsSh bool) Invocation {
 		inv.Login = true
 		name = name[1:]
 	}
-	switch filepath.Base(name) {
-	case "sh", "dash", "ash":
+	if sh {
 		inv.Personality = "sh"
-		inv.POSIX = true
-		if bashAsSh {
-			inv.Personality = "bash"
-		}
 	}
+	// bash named sh goes into POSIX mode by itself.
+	inv.POSIX = sh || filepath.Base(name) == "sh"
 	// noexec: -n (+n turns it off again); dump: -D or --dump-strings,
 	// which imply -n for good; pretty: --pretty-print, which prints a
 	// script instead of running it (a -c string still runs).

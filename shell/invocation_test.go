@@ -136,11 +136,76 @@ func TestSystemSh(t *testing.T) {
 			t.Errorf("SystemSh(%q, PATH=%q) = %v, want %v", tc.argv0, tc.path, got, tc.want)
 		}
 	}
-	inv := ParseArgsFrom([]string{copySh, "--posix", "-c", "echo"}, d, env(""))
+	inv := ParseArgsFrom([]string{copySh, "--posix", "-c", "echo"}, "", d, env(""))
 	if inv.Personality != "bash" || !inv.POSIX || inv.Mode != ModeCommand {
 		t.Errorf("a copy named sh: %+v, want bash in POSIX mode taking bash's options", inv)
 	}
-	if inv := ParseArgsFrom([]string{"/bin/sh", "-c", "echo"}, d, env("")); inv.Personality != "sh" {
+	if inv := ParseArgsFrom([]string{"/bin/sh", "-c", "echo"}, "", d, env("")); inv.Personality != "sh" {
 		t.Errorf("/bin/sh: personality %q", inv.Personality)
+	}
+}
+
+// TestShellIsSh: the file run decides the personality, through every
+// symbolic link on the way; argv[0] decides only for undosh run by its
+// own name.
+func TestShellIsSh(t *testing.T) {
+	sys, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Skip("no /bin/sh")
+	}
+	d := t.TempDir()
+	for name, target := range map[string]string{
+		"sh":       "/usr/bin/bash", // a link named sh to bash is bash, in POSIX mode
+		"to-sh":    "/bin/sh",       // a link to the system's sh is sh
+		"sh2":      "to-sh",         // through two links
+		"relative": "../" + filepath.Base(d) + "/to-sh",
+		"loop":     "loop",
+	} {
+		if err := os.Symlink(target, filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noPath := func(string) string { return "" }
+	for _, tc := range []struct {
+		execfn, argv0 string
+		want          bool
+	}{
+		{"/bin/sh", "sh", true},
+		{"/usr/bin/sh", "anything", true}, // exec -a anything /bin/sh
+		{"/bin/sh", "-sh", true},
+		{"/usr/bin/bash", "sh", false}, // exec -a sh /bin/bash
+		{"/bin/bash", "-sh", false},    // a login shell named -sh
+		{filepath.Join(d, "sh"), "sh", false},
+		{filepath.Join(d, "to-sh"), "bash", true},
+		{filepath.Join(d, "sh2"), "x", true},
+		{filepath.Join(d, "relative"), "x", true},
+		{filepath.Join(d, "loop"), "sh", false},
+		{"./to-sh", "bash", true}, // relative to cwd
+		{sys, "sh", sys == "/bin/sh" || sys == "/usr/bin/sh"}, // what /bin/sh links to, run by its own path
+		// undosh by its own name: argv[0] decides.
+		{"/usr/lib/undosh/undosh", "sh", true},
+		{"/usr/lib/undosh/undosh", "bash", false},
+		{"", "dash", true},
+		{"", "mybash", false},
+	} {
+		if got := ShellIsSh(tc.execfn, tc.argv0, d, noPath); got != tc.want {
+			t.Errorf("ShellIsSh(%q, argv[0] %q) = %v, want %v", tc.execfn, tc.argv0, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		execfn      string
+		argv        []string
+		personality string
+		posix       bool
+	}{
+		{"/usr/bin/bash", []string{"sh", "-c", "shopt -p"}, "bash", true},
+		{"/usr/bin/bash", []string{"-sh", "-c", "echo"}, "bash", true},
+		{"/usr/bin/bash", []string{"dash", "-c", "echo"}, "bash", false},
+		{"/bin/sh", []string{"bash", "-c", "echo"}, "sh", true},
+	} {
+		inv := ParseArgsFrom(tc.argv, tc.execfn, d, noPath)
+		if inv.Personality != tc.personality || inv.POSIX != tc.posix || inv.Mode != ModeCommand {
+			t.Errorf("run as %s with argv %q: %+v, want %s, POSIX %v, -c", tc.execfn, tc.argv, inv, tc.personality, tc.posix)
+		}
 	}
 }

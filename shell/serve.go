@@ -35,8 +35,8 @@ import (
 //
 // Wire format, both ways little-endian, one request per connection:
 //
-//	request:  "UNDOSHQ1" u32(len) payload
-//	payload:  u32(argc) {u32(n) bytes}×argc u32(envc) {u32(n) bytes}×envc u32(n) cwd
+//	request:  "UNDOSHQ2" u32(len) payload
+//	payload:  u32(argc) {u32(n) bytes}×argc u32(envc) {u32(n) bytes}×envc u32(n) cwd u32(n) execfn
 //	answer:   'E', 'L', 'N' or 'U', u32(n), bytes
 //
 // 'E' names the real shell to exec, 'U' undosh; 'L' is the plan of the
@@ -50,6 +50,9 @@ import (
 // caller's uid and pid from the socket (SO_PEERCRED), refuses other users,
 // and answers 'U' when the caller sees another mount namespace or root
 // directory, since it would then read other files than the caller's.
+
+// RequestMagic begins a request to the classifier.
+const RequestMagic = "UNDOSHQ2"
 
 // ClassifierName is the argv[0] that starts undosh as the classifier.
 const ClassifierName = "undosh-classifier"
@@ -286,6 +289,8 @@ func (c *classifier) serve(fd int) {
 type request struct {
 	argv, env []string
 	cwd       string
+	// execfn is the file the front end was run as (AT_EXECFN).
+	execfn string
 	// body is the payload of a request to the watchers (watchd).
 	body []byte
 }
@@ -313,7 +318,7 @@ func (c *classifier) read(fd int) (request, *unix.Ucred, error) {
 		}
 		return request{body: body}, cred, errWatchRequest
 	}
-	if string(head[:8]) != "UNDOSHQ1" {
+	if string(head[:8]) != RequestMagic {
 		return request{}, nil, errors.New("bad magic")
 	}
 	n := binary.LittleEndian.Uint32(head[8:])
@@ -394,10 +399,11 @@ func decodeRequest(b []byte) (request, error) {
 		}
 	}
 	cwd, ok := next()
-	if !ok || len(b) != 0 {
+	execfn, ok2 := next()
+	if !ok || !ok2 || len(b) != 0 {
 		return request{}, errors.New("malformed request")
 	}
-	req.cwd = cwd
+	req.cwd, req.execfn = cwd, execfn
 	return req, nil
 }
 
@@ -431,7 +437,7 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	}
 	env := environ(req.env)
 	getenv := func(k string) string { return env[k] }
-	inv := ParseArgsFrom(req.argv, req.cwd, getenv)
+	inv := ParseArgsFrom(req.argv, req.execfn, req.cwd, getenv)
 	// The front end itself never execs itself as the real shell.
 	real, err := c.realShell(inv.Personality, getenv)
 	if err != nil {

@@ -20,12 +20,13 @@ func encodeRequest(r request) []byte {
 		}
 	}
 	put(r.cwd)
+	put(r.execfn)
 	return b
 }
 
 func TestDecodeRequest(t *testing.T) {
 	t.Parallel()
-	want := request{argv: []string{"-bash", "-c", "ls\x00x", ""}, env: []string{"A=1", "BASH_FUNC_f%%=() { :; }", "\xff"}, cwd: "/w"}
+	want := request{argv: []string{"-bash", "-c", "ls\x00x", ""}, env: []string{"A=1", "BASH_FUNC_f%%=() { :; }", "\xff"}, cwd: "/w", execfn: "/usr/bin/bash"}
 	got, err := decodeRequest(encodeRequest(want))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestDecodeRequest(t *testing.T) {
 // FuzzDecodeRequest: the decoder never panics, and what it accepts
 // encodes back to the same bytes.
 func FuzzDecodeRequest(f *testing.F) {
-	f.Add(encodeRequest(request{argv: []string{"bash", "-c", "ls"}, env: []string{"HOME=/h"}, cwd: "/"}))
+	f.Add(encodeRequest(request{argv: []string{"bash", "-c", "ls"}, env: []string{"HOME=/h"}, cwd: "/", execfn: "/bin/sh"}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRequest(b)

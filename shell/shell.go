@@ -36,14 +36,19 @@ type Env struct {
 	Ignored func(syscall.Signal) bool
 	// Config is the file naming the real shells; "" means [ConfigFile].
 	Config string
+	// Executed is the file the kernel was asked to run (AT_EXECFN), which
+	// decides whether undosh stands in for bash or sh (ShellIsSh); "" is
+	// undosh by its own name.
+	Executed string
 }
 
 // Main runs one invocation and returns the exit status.
 func Main(e *Env) int {
 	cwd, _ := os.Getwd()
-	inv := ParseArgsFrom(e.Argv, cwd, e.Getenv)
 	var front os.FileInfo
-	e.Environ, front = takeFront(e.Environ)
+	executed := e.Executed
+	e.Environ, front, executed = takeFront(e.Environ, executed)
+	inv := ParseArgsFrom(e.Argv, executed, cwd, e.Getenv)
 	real, err := RealShell(inv.Personality, e.Getenv, e.config(), front)
 	if err != nil {
 		e.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
@@ -67,18 +72,31 @@ func Main(e *Env) int {
 	return r.main()
 }
 
-// takeFront removes UNDOSH_FRONT, which undosh-fast sets to its own path
-// when it hands an invocation to undosh, from the environment the shell
-// will see, and returns the file it names, which must never be taken for
-// the real shell.
-func takeFront(env []string) ([]string, os.FileInfo) {
-	for i, kv := range env {
+// takeFront removes UNDOSH_FRONT and UNDOSH_EXECFN, which undosh-fast
+// sets when it hands an invocation to undosh, from the environment the
+// shell will see. It returns the file UNDOSH_FRONT names (the front end,
+// which must never be taken for the real shell) and the file the kernel
+// was asked to run: the front end's, from UNDOSH_EXECFN, when undosh was
+// reached through it, else executed.
+func takeFront(env []string, executed string) ([]string, os.FileInfo, string) {
+	var front os.FileInfo
+	var execfn string
+	kept := env[:0:0]
+	for _, kv := range env {
 		if p, ok := strings.CutPrefix(kv, "UNDOSH_FRONT="); ok {
-			st, _ := os.Stat(p)
-			return append(env[:i:i], env[i+1:]...), st
+			front, _ = os.Stat(p)
+			continue
 		}
+		if p, ok := strings.CutPrefix(kv, "UNDOSH_EXECFN="); ok {
+			execfn = p
+			continue
+		}
+		kept = append(kept, kv)
 	}
-	return env, nil
+	if front != nil {
+		executed = execfn
+	}
+	return kept, front, executed
 }
 
 func (e *Env) config() string {

@@ -136,6 +136,16 @@ type diffCase struct {
 	signal syscall.Signal
 	// nobody runs both shells as user nobody.
 	nobody bool
+	// via, when set, runs each side's shell through a symbolic link of
+	// this name (in a directory of its own) to it, as an installed undosh
+	// is run through bash's path: the file run, not argv[0], decides the
+	// personality.
+	via string
+	// systemSh runs undosh as the system's sh, /bin/sh (undoctl install
+	// --sh), in a private mount namespace where sh's directory has an
+	// overlay with sh linking to undosh; the baseline is the real sh.
+	// It needs root.
+	systemSh bool
 	// check, when set, looks at each run's result before the comparison
 	// and may blank out what legitimately differs (a pid).
 	check func(r *diffResult) error
@@ -469,6 +479,23 @@ func diffCases() []diffCase {
 		{name: "sh/h-invalid", sh: true, argv: []string{"sh", "-h", "-c", `echo x > f`}},
 		{name: "sh/E-option", sh: true, argv: []string{"sh", "-E", "-c", `echo x > f; echo ran; false`}, notes: rolled},
 
+		// The file run decides the personality; argv[0] only what bash
+		// decides by it (issue 18). exec -a sh /bin/bash is bash in POSIX
+		// mode, with bash's builtins, syntax and messages.
+		{name: "personality/exec-a-sh", via: "bash", argv: dSh(`echo "$0"; echo "$SHELLOPTS"; [[ a == a ]] && echo dbl; echo $((1+))`)},
+		{name: "personality/exec-a-sh-write", via: "bash", argv: dSh(`echo x > f; [[ :$SHELLOPTS: == *:posix:* ]] && echo posix; declare -A m; false`), notes: rolled},
+		{name: "personality/exec-a-sh-syntax", via: "bash", argv: dSh(`echo ${x!}`)},
+		{name: "personality/exec-a-sh-options", via: "bash", argv: []string{"sh", "--posix", "-O", "extglob", "-c", `shopt extglob; echo $-`}},
+		{name: "personality/exec-a-sh-stdin", via: "bash", argv: []string{"sh"}, stdin: "echo $0; [[ :$SHELLOPTS: == *:posix:* ]] && echo posix\necho x > f; false\n", notes: rolled},
+		{name: "personality/exec-a-sh-interactive", via: "bash", argv: []string{"sh", "-i"}, stdin: "echo hi\n[[ :$SHELLOPTS: == *:posix:* ]] && echo posix\n", env: []string{"PS1=\\s-prompt\\$ "}},
+		{name: "personality/exec-a-dash", via: "bash", argv: []string{"dash", "-c", `[[ :$SHELLOPTS: == *:posix:* ]] || echo not-posix; echo "$0"`}},
+		{name: "personality/login-sh", via: "bash", argv: []string{"-sh", "-c", `shopt login_shell; [[ :$SHELLOPTS: == *:posix:* ]] && echo posix`}, files: map[string]string{"h/.profile": dProfile, "h/.bash_profile": "echo bash-profile\n"}},
+		{name: "personality/link-named-sh", via: "sh", argv: dSh(`echo "$0"; [[ :$SHELLOPTS: == *:posix:* ]] && echo posix; echo x > f; false`), notes: rolled},
+		{name: "personality/system-sh", sh: true, systemSh: true, argv: dSh(`echo "$0"; [[ a == a ]] && echo dbl; echo done`)},
+		{name: "personality/system-sh-as-bash", sh: true, systemSh: true, argv: []string{"bash", "-c", `echo "$0"; shopt; echo x > f; false`}, notes: rolled},
+		{name: "personality/system-sh-login", sh: true, systemSh: true, argv: []string{"-sh", "-c", `echo body`}, files: map[string]string{"h/.profile": dProfile}},
+		{name: "personality/link-named-sh-other-argv0", via: "sh", argv: []string{"mysh", "-c", `[[ :$SHELLOPTS: == *:posix:* ]] || echo not-posix; echo "$0"`}},
+
 		// steps that change files
 		{name: "write/echo-cat", argv: dBash(`echo x > f; cat f`)},
 		{name: "write/touch-false", argv: dBash(`touch a && false`), notes: rolled},
@@ -576,6 +603,14 @@ func dRunDiff(t *testing.T, c diffCase) {
 	}
 	if c.nobody && os.Getuid() != 0 {
 		t.Skip("running as user nobody needs root")
+	}
+	if c.systemSh {
+		if os.Getuid() != 0 {
+			t.Skip("making undosh the system's sh in a mount namespace needs root")
+		}
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Skip("no unshare")
+		}
 	}
 	if c.signal == syscall.SIGINT && signal.Ignored(syscall.SIGINT) {
 		t.Skip("SIGINT is ignored in the test process, so the shells would ignore it too")
@@ -778,6 +813,39 @@ func dRunSide(t *testing.T, c diffCase, d diffDirs, shell string) *diffResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if c.systemSh && shell == undoshBin {
+		// The file run is /bin/sh, which is undosh here; the real sh
+		// is the file /bin/sh names outside the namespace.
+		sys, err := filepath.EvalSymlinks("/bin/sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shDir, _ := filepath.EvalSymlinks(filepath.Dir("/bin/sh"))
+		upper, work := filepath.Join(d.root, "sh-upper"), filepath.Join(d.root, "sh-work")
+		for _, dir := range []string{upper, work} {
+			os.RemoveAll(dir)
+			dMkdir(t, dir)
+		}
+		if err := os.Symlink(undoshBin, filepath.Join(upper, "sh")); err != nil {
+			t.Fatal(err)
+		}
+		c.env = append(c.env[:len(c.env):len(c.env)], "UNDOSH_REAL_SH="+sys)
+		script := `mount -t overlay undosh-test -o "lowerdir=$1,upperdir=$2,workdir=$3" "$1" || exit 125; shift 3; exec -a "$0" /bin/sh "$@"`
+		argv = append([]string{"unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script, argv[0], shDir, upper, work}, argv[1:]...)
+		shell, _ = exec.LookPath("unshare")
+	}
+	if c.via != "" {
+		// The link lies outside the workspace and PATH, at the same
+		// path for both sides.
+		dir := filepath.Join(d.root, "via")
+		link := filepath.Join(dir, c.via)
+		os.RemoveAll(dir)
+		dMkdir(t, dir)
+		if err := os.Symlink(shell, link); err != nil {
+			t.Fatal(err)
+		}
+		shell = link
+	}
 	cmd := exec.CommandContext(ctx, shell)
 	cmd.Args = argv
 	switch {

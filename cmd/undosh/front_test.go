@@ -168,8 +168,28 @@ func TestFastFrontEnd(t *testing.T) {
 			t.Errorf("%s: undosh-fast gave %+v, bash %+v", c.name, got, want)
 		}
 	}
+	// Run through bash's path under the name sh (exec -a sh /bin/bash),
+	// the front end is bash in POSIX mode, on the fast path (the
+	// classifier decides by the file run) and through undosh.
+	viaDir := t.TempDir()
+	bashLink := filepath.Join(viaDir, "bash")
+	realLink := filepath.Join(viaDir, "real", "bash")
+	os.MkdirAll(filepath.Dir(realLink), 0o755)
+	if os.Symlink(fastBin, bashLink) != nil || os.Symlink("/bin/bash", realLink) != nil {
+		t.Fatal("cannot make the links")
+	}
+	for _, argv := range [][]string{
+		{"sh", "-c", `[[ :$SHELLOPTS: == *:posix:* ]] && echo posix; echo "$0"; [[ a == a ]] && echo dbl`},
+		{"sh", "-c", `echo x > c.txt; [[ :$SHELLOPTS: == *:posix:* ]] && echo posix; cat c.txt; rm c.txt`},
+	} {
+		want := runWith(t, realLink, ws, env, argv...)
+		got := runWith(t, bashLink, ws, env, argv...)
+		if got != want || !strings.Contains(want.stdout, "posix") {
+			t.Errorf("%q through a link named bash: undosh-fast gave %+v, bash %+v", argv, got, want)
+		}
+	}
 	e, _ := answers(t, state)
-	if e -= e0; e < 6 {
+	if e -= e0; e < 7 {
 		t.Errorf("only %d read-only steps took the fast path", e)
 	}
 

@@ -66,6 +66,8 @@ func main() {
 		Exec:    procstate.Exec,
 		DieBy:   procstate.DieBy,
 		Ignored: procstate.Ignored,
+		// Executed decides the personality: the file run, not argv[0].
+		Executed: procstate.Executed(),
 	}))
 }
 

@@ -721,11 +721,11 @@ func (d *doctor) classifier() {
 const maxSocketPath = 108
 
 // pingRequest is a request with no argv, in the wire format of
-// shell/serve.go ("UNDOSHQ1", the payload's length, then argc 0, envc 0
-// and an empty cwd): the classifier answers it ('U' and undosh's path)
+// shell/serve.go (its magic, the payload's length, then argc 0, envc 0,
+// an empty cwd and an empty execfn): the classifier answers it ('U' and undosh's path)
 // without deciding anything, so asking it is harmless and needs no
 // credentials.
-const pingRequest = "UNDOSHQ1\x0c\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
+const pingRequest = "UNDOSHQ2\x10\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
 
 // classifierAnswers reports whether a classifier listens at sock and
 // answers a request.

@@ -7,6 +7,7 @@ package install
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -1321,4 +1322,15 @@ func TestDoctorClassifier(t *testing.T) {
 func isDir(name string) bool {
 	st, err := os.Stat(name)
 	return err == nil && st.IsDir()
+}
+
+// TestPingRequest: doctor's ping is a request the classifier decodes,
+// in its current wire format.
+func TestPingRequest(t *testing.T) {
+	if !strings.HasPrefix(pingRequest, shell.RequestMagic) {
+		t.Errorf("pingRequest starts %q, want the classifier's magic %q", pingRequest[:8], shell.RequestMagic)
+	}
+	if n := binary.LittleEndian.Uint32([]byte(pingRequest[8:12])); int(n) != len(pingRequest)-12 {
+		t.Errorf("pingRequest says %d payload bytes, has %d", n, len(pingRequest)-12)
+	}
 }

@@ -130,3 +130,14 @@ func Environ() []string {
 	}
 	return env
 }
+
+// Executed is the file the kernel was asked to run for this process: the
+// path given to execve (AT_EXECFN), as given (relative to the working
+// directory at the time, when it is relative), or "".
+func Executed() string {
+	p := C.undosh_execfn()
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}

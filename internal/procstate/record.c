@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "record.h"
@@ -66,3 +67,9 @@ int undosh_environ_len(void) {
 }
 
 const char *undosh_environ_at(int i) { return environ[i]; }
+
+/* undosh_execfn is the path the kernel was given to run this program
+ * (AT_EXECFN), or NULL. */
+const char *undosh_execfn(void) {
+	return (const char *)getauxval(AT_EXECFN);
+}

@@ -13,3 +13,4 @@ extern struct undosh_state undosh_state;
 void undosh_die_by(int sig);
 int undosh_environ_len(void);
 const char *undosh_environ_at(int i);
+const char *undosh_execfn(void);
