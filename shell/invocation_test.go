@@ -180,7 +180,7 @@ func TestShellIsSh(t *testing.T) {
 		{filepath.Join(d, "sh2"), "x", true},
 		{filepath.Join(d, "relative"), "x", true},
 		{filepath.Join(d, "loop"), "sh", false},
-		{"./to-sh", "bash", true}, // relative to cwd
+		{"./to-sh", "bash", true},                             // relative to cwd
 		{sys, "sh", sys == "/bin/sh" || sys == "/usr/bin/sh"}, // what /bin/sh links to, run by its own path
 		// undosh by its own name: argv[0] decides.
 		{"/usr/lib/undosh/undosh", "sh", true},
