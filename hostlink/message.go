@@ -68,15 +68,24 @@ type Welcome struct {
 
 // Command is a shell step or a verify command. Exactly one of Shell and
 // Argv is set. Path, with Argv, is the program to run when it is not
-// Argv[0] (the real bash, under the caller's argv[0]); a backend that
-// cannot set argv[0] runs Path with Argv[1:].
+// Argv[0] (the real bash, under the caller's argv[0]). A backend that
+// cannot set argv[0] itself runs Launcher (undosh, in the sandbox) with
+// the arguments [ExecAs], Path and Argv, which execs Path under Argv[0]
+// and changes nothing else; without a Launcher it runs Path with
+// Argv[1:].
 type Command struct {
-	Shell string   `json:"shell,omitempty"`
-	Argv  []string `json:"argv,omitempty"`
-	Path  string   `json:"path,omitempty"`
-	Cwd   string   `json:"cwd"`
-	Env   []string `json:"env,omitempty"` // KEY=VALUE, the whole environment
+	Shell    string   `json:"shell,omitempty"`
+	Argv     []string `json:"argv,omitempty"`
+	Path     string   `json:"path,omitempty"`
+	Launcher string   `json:"launcher,omitempty"`
+	Cwd      string   `json:"cwd"`
+	Env      []string `json:"env,omitempty"` // KEY=VALUE, the whole environment
 }
+
+// ExecAs is the first argument that makes undosh, run as a Command's
+// Launcher, exec the program named next under the argv that follows:
+// undosh ExecAs PATH ARGV0 ARGS... No bash accepts it as an option.
+const ExecAs = "--undosh-exec-as"
 
 // Network says what the copy may reach while the step runs.
 type Network struct {

@@ -586,6 +586,9 @@ func checkCommand(name string, c *Command) error {
 	if c.Path != "" && (len(c.Argv) == 0 || !filepath.IsAbs(c.Path)) {
 		return invalid("%s: path must be absolute and go with argv", name)
 	}
+	if c.Launcher != "" && (c.Path == "" || !filepath.IsAbs(c.Launcher)) {
+		return invalid("%s: launcher must be absolute and go with path", name)
+	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return invalid("%s: env entry %q is not KEY=VALUE", name, kv)

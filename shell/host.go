@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -95,7 +96,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		// Unique to this step on this machine: a retry of the same request
 		// after a dropped connection is the same operation.
 		Key:     fmt.Sprintf("undosh-%d-%d-%d", os.Getpid(), step.ID, start.UnixNano()),
-		Step:    hostlink.Command{Argv: e.Argv, Path: r.real, Cwd: r.cwd, Env: env},
+		Step:    hostlink.Command{Argv: e.Argv, Path: r.real, Launcher: launcher(), Cwd: r.cwd, Env: env},
 		Network: hostlink.Network{Mode: "off"},
 	}
 	if verify != "" {
@@ -232,4 +233,15 @@ func checkpointSize(c *hostlink.Client, id string) int64 {
 		}
 	}
 	return 0
+}
+
+// launcher is undosh's own path, which the copy of the sandbox has too: a
+// host's backend that cannot set argv[0] runs the real shell through it
+// (hostlink.ExecAs), so the step's messages name the caller's argv[0].
+func launcher() string {
+	p, err := os.Executable()
+	if err != nil || !filepath.IsAbs(p) {
+		return ""
+	}
+	return p
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -20,9 +21,15 @@ import (
 // returns the URL undosh reaches it by (with the sandbox's token).
 func startHost(t *testing.T) string {
 	t.Helper()
+	return startHostWith(t, "--backend", "local")
+}
+
+// startHostWith runs undohost with args (its backend) as startHost does.
+func startHostWith(t *testing.T, args ...string) string {
+	t.Helper()
 	state := t.TempDir()
 	sock := filepath.Join(t.TempDir(), "host.sock")
-	cmd := exec.Command(undohostBin, "--backend", "local", "--listen", "unix://"+sock, "--state", state)
+	cmd := exec.Command(undohostBin, append(args, "--listen", "unix://"+sock, "--state", state)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -230,5 +237,59 @@ func TestGuestAgent(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(q); string(b) != "y\n" {
 		t.Errorf("the command in the copy did not run: %q", b)
+	}
+}
+
+// A backend that runs an argv (the provider's exec command) cannot set
+// argv[0] itself: it runs the real bash through undosh, the step's
+// Launcher, and bash's messages name the caller's argv[0] as they do
+// without undosh. Without a launcher they name the real bash's path.
+func TestHostProviderArgv0(t *testing.T) {
+	script, err := filepath.Abs("../undohost/testdata/provider.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "sandboxes", "default"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var conf strings.Builder
+	fmt.Fprintf(&conf, "backend: provider\nprovider:\n  vars: {script: %q, root: %q}\n", script, root)
+	for _, c := range [][2]string{
+		{"fork", `fork, "{{.Sandbox}}", "{{.Op}}"`}, {"network", `network, "{{.Copy}}", "{{.Network}}", "{{.Allow}}"`},
+		{"exec", `exec, "{{.Copy}}", "{{.Argv}}"`}, {"promote", `promote, "{{.Sandbox}}", "{{.Copy}}"`},
+		{"delete", `delete, "{{.Copy}}"`}, {"snapshot", `snapshot, "{{.Sandbox}}", "{{.Snapshot}}"`},
+		{"restore", `restore, "{{.Sandbox}}", "{{.Snapshot}}"`}, {"delete_snapshot", `delete-snapshot, "{{.Snapshot}}"`},
+	} {
+		fmt.Fprintf(&conf, "  %s: [\"{{.Vars.script}}\", \"{{.Vars.root}}\", %s]\n", c[0], c[1])
+	}
+	cfg := filepath.Join(t.TempDir(), "undohost.yaml")
+	if err := os.WriteFile(cfg, []byte(conf.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := hostlink.NewClient(startHostWith(t, "--config", cfg), hostlink.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"-bash", "-c", `echo "$0"; echo $((1+)); echo ${x!}`}
+	want := runWith(t, "/bin/bash", "/", os.Environ(), argv...)
+	for i, launcher := range []string{undoshBin, ""} {
+		var stdout, stderr strings.Builder
+		op, err := c.Run(context.Background(), hostlink.ForkRun{Key: fmt.Sprintf("argv0-%d", i), Network: hostlink.Network{Mode: "off"},
+			Step: hostlink.Command{Argv: argv, Path: "/bin/bash", Launcher: launcher, Cwd: "/", Env: os.Environ()}}, &stdout, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := -1
+		if op.Result.StepExit != nil {
+			code = *op.Result.StepExit
+		}
+		got := ran{stdout: stdout.String(), stderr: stderr.String(), code: code}
+		switch {
+		case launcher != "" && got != want:
+			t.Errorf("through undosh as the launcher: %+v, bash gives %+v", got, want)
+		case launcher == "" && !strings.Contains(got.stderr, "/bin/bash: line 1:"):
+			t.Errorf("without a launcher: %+v, want bash's path in its messages", got)
+		}
 	}
 }

@@ -14,16 +14,21 @@
 // (internal/guard). Run by sudo as root with the first argument
 // "--undosh-sudo-step", it is the root side of a machine step that a
 // user's undosh handed over (internal/sudo): a distinct argv[0] cannot
-// pass through sudo, and no bash accepts that argument.
+// pass through sudo, and no bash accepts that argument. With the first
+// argument "--undosh-exec-as" (hostlink.ExecAs), it execs the program
+// named next under the argv that follows, for a host's backend that
+// cannot set argv[0] itself.
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/guard"
 	"github.com/undosh/undosh/internal/procstate"
@@ -55,6 +60,14 @@ func main() {
 		os.Exit(shell.SudoStep(os.Args[2:], os.Getenv, os.Stderr))
 	}
 	procstate.Ignore()
+	if len(os.Args) > 3 && os.Args[1] == hostlink.ExecAs {
+		// A host's backend that cannot set argv[0] runs a machine
+		// step's real shell through undosh in the copy:
+		// undosh --undosh-exec-as PATH ARGV0 ARGS...
+		err := procstate.Exec(os.Args[2], os.Args[3:], procstate.Environ())
+		fmt.Fprintf(os.Stderr, "undosh: error: exec %s: %v\n", os.Args[2], err)
+		os.Exit(127)
+	}
 	os.Exit(shell.Main(&shell.Env{
 		Argv:    os.Args,
 		Environ: procstate.Environ(),

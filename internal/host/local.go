@@ -223,10 +223,17 @@ func (l *Local) Restore(ctx context.Context, job hostlink.RestoreJob) error {
 	return l.catalog.write(job.Sandbox, b)
 }
 
-// argvOf is the command's argv for a backend that runs argv[0]: Path in
-// place of Argv[0] when it is set.
+// argvOf is the command's argv for a backend that runs argv[0]: with
+// Path, the Launcher that runs Path under Argv[0], or Path in place of
+// Argv[0] when there is none.
 func argvOf(c hostlink.Command) []string {
 	if c.Path != "" && len(c.Argv) > 0 {
+		switch {
+		case c.Argv[0] == c.Path:
+			return c.Argv
+		case c.Launcher != "":
+			return append([]string{c.Launcher, hostlink.ExecAs, c.Path}, c.Argv...)
+		}
 		return append([]string{c.Path}, c.Argv[1:]...)
 	}
 	if len(c.Argv) > 0 {
