@@ -216,6 +216,8 @@ func TestInvalidRequests(t *testing.T) {
 		{"bad allow", ForkRun{Key: "d", Step: Command{Shell: "true"}, Network: Network{Mode: "allow", Allow: []string{"x"}}}},
 		{"relative cwd", ForkRun{Key: "e", Step: Command{Shell: "true", Cwd: "tmp"}, Network: Network{Mode: "off"}}},
 		{"bad env", ForkRun{Key: "f", Step: Command{Shell: "true", Env: []string{"=x"}}, Network: Network{Mode: "off"}}},
+		{"launcher without path", ForkRun{Key: "h", Step: Command{Argv: []string{"bash"}, Launcher: "/usr/lib/undosh/undosh"}, Network: Network{Mode: "off"}}},
+		{"relative launcher", ForkRun{Key: "i", Step: Command{Argv: []string{"bash"}, Path: "/bin/bash", Launcher: "undosh"}, Network: Network{Mode: "off"}}},
 		{"budget over 24h", ForkRun{Key: "g", Step: Command{Shell: "true"}, Network: Network{Mode: "off"}, Timeouts: Timeouts{StepMS: 25 * 3600 * 1000}}},
 	} {
 		if _, err := c.ForkRun(ctx, tt.req); !errors.Is(err, &Error{Code: CodeInvalid}) {
