@@ -103,13 +103,16 @@ type Timeouts struct {
 }
 
 // ForkRun asks the host to fork the sandbox, run Step and then Verify in
-// the copy, and keep the copy only if both exit 0.
+// the copy, and keep the copy only if both exit 0; with KeepFailed (the
+// policy's rollback: never), keep it whatever Step's status, and run no
+// Verify.
 type ForkRun struct {
-	Key      string   `json:"key"`
-	Step     Command  `json:"step"`
-	Verify   *Command `json:"verify,omitempty"`
-	Network  Network  `json:"network"`
-	Timeouts Timeouts `json:"timeouts"`
+	Key        string   `json:"key"`
+	Step       Command  `json:"step"`
+	Verify     *Command `json:"verify,omitempty"`
+	Network    Network  `json:"network"`
+	Timeouts   Timeouts `json:"timeouts"`
+	KeepFailed bool     `json:"keep_failed,omitempty"`
 }
 
 // Retention says how long the host keeps a checkpoint.

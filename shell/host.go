@@ -95,9 +95,10 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	req := hostlink.ForkRun{
 		// Unique to this step on this machine: a retry of the same request
 		// after a dropped connection is the same operation.
-		Key:     fmt.Sprintf("undosh-%d-%d-%d", os.Getpid(), step.ID, start.UnixNano()),
-		Step:    hostlink.Command{Argv: e.Argv, Path: r.real, Launcher: launcher(), Cwd: r.cwd, Env: env},
-		Network: hostlink.Network{Mode: "off"},
+		Key:        fmt.Sprintf("undosh-%d-%d-%d", os.Getpid(), step.ID, start.UnixNano()),
+		Step:       hostlink.Command{Argv: e.Argv, Path: r.real, Launcher: launcher(), Cwd: r.cwd, Env: env},
+		Network:    hostlink.Network{Mode: "off"},
+		KeepFailed: r.keepsFailure(),
 	}
 	if verify != "" {
 		req.Verify = &hostlink.Command{Shell: verify, Cwd: r.verifyDir(), Env: env}

@@ -539,8 +539,9 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 			switch {
 			case lr.ctx.Err() != nil:
 				lr.e.say("the line was interrupted in a copy of the machine: the copy was discarded; the machine is unchanged")
-			case code == 0:
-				lr.e.say("the line ran in a copy of the machine and exited 0: the copy was kept ($? reads 130 here, where it did not run)")
+			case code == 0 || lr.keepsFailure() && code != exit.Usage:
+				// rollback: never keeps a failing line's copy too.
+				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was kept ($? reads 130 here, where it did not run)", code))
 			default:
 				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged ($? reads 130 here)", code))
 			}

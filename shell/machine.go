@@ -97,7 +97,8 @@ func cancelOnSignal(parent context.Context) (ctx context.Context, got func() os.
 // protectFork runs a machine-changing step in a copy of the machine: the
 // step, then verify (the policy's, $UNDOSH_VERIFY, or none: the step's own
 // status decides), each a session in the copy with only lo for a
-// network. The copy is committed onto the machine only when both pass.
+// network. The copy is committed onto the machine only when both pass,
+// or whatever the step does when its rollback is never.
 func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	e := r.e
 	j, step, ok := r.beginStep(nil) // a machine step may touch any workspace
@@ -119,7 +120,8 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	out, err := machine.Run(ctx, machine.Step{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID, Protected: r.protected(),
-		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"])}, true)
+		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"]),
+		KeepFailed: r.keepsFailure()}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an
 		// interactive line its user interrupted.

@@ -721,12 +721,21 @@ func (r *run) verifyDir() string {
 
 // machineVerify is the verify of a machine step: $UNDOSH_VERIFY, else the
 // policy's (a rule's or the default); "" leaves it to the step's status.
+// A step whose rollback is never has none: it is kept whatever it does.
 func (r *run) machineVerify() string {
+	if r.keepsFailure() {
+		return ""
+	}
 	if v := r.e.Getenv("UNDOSH_VERIFY"); v != "" {
 		return v
 	}
 	return r.dec.Verify
 }
+
+// keepsFailure reports whether the step keeps what it did even when it
+// fails (the policy's rollback: never), for a machine step as for a
+// workspace step.
+func (r *run) keepsFailure() bool { return r.dec.Rollback == policy.RollbackNever }
 
 // finishStep journals rec as the end of step; when the step died by sig,
 // undosh dies by it too.

@@ -80,7 +80,7 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	verify := r.machineVerify()
 	env, files := r.stepEnv(step.ID), r.stepFiles()
 	spec := sudo.Spec{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env, Verify: verify, VerifyDir: r.verifyDir(), Shell: r.real,
-		Include: classify.WorkspaceRoots(r.cwd, e.Getenv("HOME")), Protected: r.protected(), Step: step.ID}
+		Include: classify.WorkspaceRoots(r.cwd, e.Getenv("HOME")), Protected: r.protected(), Step: step.ID, KeepFailed: r.keepsFailure()}
 	if filepath.IsAbs(r.stateDir) {
 		spec.Hide = []string{r.stateDir}
 	}
@@ -186,7 +186,7 @@ func describeExit(cmd *exec.Cmd, err error) string {
 // outcomeOf is the outcome the root side reported, as the root engine
 // gives it here. Its units are left out: the root side restarted them.
 func outcomeOf(r sudo.Result) machine.Outcome {
-	out := machine.Outcome{Status: r.Status, Signal: syscall.Signal(r.Signal), TimedOut: r.TimedOut, VerifyStatus: r.VerifyStatus,
+	out := machine.Outcome{Status: r.Status, Signal: syscall.Signal(r.Signal), TimedOut: r.TimedOut, KeptFailed: r.KeptFailed, VerifyStatus: r.VerifyStatus,
 		VerifyOutput: r.VerifyOutput, Changes: r.Changes, Protected: r.Protected}
 	for _, c := range r.Commits {
 		out.Commits = append(out.Commits, machine.Commit{Target: c.Target, JournalDir: c.JournalDir, ID: c.ID, Paths: c.Paths})
@@ -205,7 +205,7 @@ func outcomeOf(r sudo.Result) machine.Outcome {
 
 // resultOf is the answer the root side gives for out.
 func resultOf(out machine.Outcome) sudo.Result {
-	r := sudo.Result{Status: out.Status, Signal: int(out.Signal), TimedOut: out.TimedOut, VerifyStatus: out.VerifyStatus,
+	r := sudo.Result{Status: out.Status, Signal: int(out.Signal), TimedOut: out.TimedOut, KeptFailed: out.KeptFailed, VerifyStatus: out.VerifyStatus,
 		VerifyOutput: out.VerifyOutput, Changes: out.Changes, Protected: out.Protected, Units: out.Units}
 	for _, c := range out.Commits {
 		r.Commits = append(r.Commits, sudo.Commit{Target: c.Target, JournalDir: c.JournalDir, ID: c.ID, Paths: c.Paths})
@@ -275,7 +275,7 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 	out, err := machine.Run(ctx, machine.Step{Argv: spec.Argv, Path: spec.Path, Dir: spec.Dir, Env: spec.Env,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Verify: spec.Verify, VerifyDir: spec.VerifyDir, Shell: spec.Shell,
 		Timeout: spec.Timeout, VerifyTimeout: spec.VerifyTimeout, Include: spec.Include, Protected: spec.Protected, Hide: spec.Hide,
-		StateDir: stateDir, Journal: j, ID: spec.Step, User: &fork.User{UID: c.UID, GID: c.GID, Groups: c.Groups}}, true)
+		StateDir: stateDir, Journal: j, ID: spec.Step, User: &fork.User{UID: c.UID, GID: c.GID, Groups: c.Groups}, KeepFailed: spec.KeepFailed}, true)
 	if err != nil && ctx.Err() != nil {
 		sig := syscall.SIGKILL // the caller died
 		if s, ok := got().(syscall.Signal); ok {
@@ -285,7 +285,7 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 	} else if err != nil {
 		return answer(sudo.Result{Error: err.Error() + "; nothing was applied to the machine", Status: exit.Usage})
 	}
-	if out.Passed() && len(out.Protected) == 0 && out.Conflict == nil {
+	if (out.Passed() || out.KeptFailed) && len(out.Protected) == 0 && out.Conflict == nil {
 		machine.RestartUnits(out.Units)
 	}
 	return answer(resultOf(out))

@@ -449,3 +449,26 @@ func TestMachineStepNestedFront(t *testing.T) {
 	}
 	undoLast(t, env, ws)
 }
+
+// With rollback: never, a machine step that fails keeps what it did, as
+// it would without undosh, and says nothing: in the local engine's copy
+// and in a host's fork alike. The policy's verify does not run.
+func TestMachineStepRollbackNever(t *testing.T) {
+	needForkEngine(t)
+	env, ws := machineEnv(t)
+	env = append(env, writePolicy(t, "version: 1\nrollback: never\nverify: \"exit 9\"\n"))
+	for _, host := range []string{"", startHost(t)} {
+		p := harmless(t)
+		got := runWith(t, undoshBin, ws, append(env, "UNDOSH_HOST="+host), "bash", "-c", "echo kept > "+p+"; cat "+p+"; exit 3")
+		if got.code != 3 || got.stdout != "kept\n" || got.stderr != "" {
+			t.Errorf("host %q: a failing machine step under rollback: never: %+v, want exit 3, its output and no notice", host, got)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "kept\n" {
+			t.Errorf("host %q: %s after the step: %q, %v; want it kept", host, p, b, err)
+		}
+		if rec := lastRecord(t, env); rec["outcome"] != "committed" || (host != "") != (rec["host_op"] != nil) {
+			t.Errorf("host %q: journal: %v", host, rec)
+		}
+		undoCommitOf(t, strings.TrimPrefix(p, "/"))
+	}
+}

@@ -67,6 +67,7 @@ func (l *Local) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (hostlink.
 		VerifyTimeout: time.Duration(req.Timeouts.VerifyMS) * time.Millisecond,
 		Shell:         "/bin/sh",
 		Logger:        l.log,
+		KeepFailed:    req.KeepFailed,
 	}
 	if c := req.Step; c.Path != "" && len(c.Argv) > 0 {
 		step.Argv, step.Path = c.Argv, c.Path // the engine sets argv[0]
@@ -132,7 +133,7 @@ func (l *Local) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (hostlink.
 			res.Result.TimedOut = "verify"
 		}
 	}
-	res.Kept = out.Passed() && out.Conflict == nil
+	res.Kept = (out.Passed() || out.KeptFailed) && out.Conflict == nil
 	if len(out.Commits) > 0 {
 		l.catalog.mu.Lock()
 		defer l.catalog.mu.Unlock()

@@ -213,8 +213,8 @@ func (p *Provider) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (res ho
 	if timedOut {
 		res.Result.TimedOut = "step"
 	}
-	pass := status == 0 && !timedOut
-	if pass && req.Verify != nil {
+	pass := status == 0 && !timedOut || req.KeepFailed
+	if pass && req.Verify != nil && !req.KeepFailed {
 		vs, vto, err := p.exec(ctx, d, "verify", *req.Verify, req.Timeouts.VerifyMS, job)
 		if err != nil {
 			return res, err

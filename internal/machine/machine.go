@@ -83,6 +83,10 @@ type Step struct {
 	// from the copy and never committed (that user's state directory).
 	User *fork.User
 	Hide []string
+	// KeepFailed commits the copy whatever the step's status (the
+	// policy's rollback: never): a failing step leaves what it did, as it
+	// would without undosh. Verify does not run.
+	KeepFailed bool
 }
 
 // Commit is one filesystem's commit of a step.
@@ -101,6 +105,9 @@ type Outcome struct {
 	Signal syscall.Signal
 	// TimedOut: the step or verify ran out of time.
 	TimedOut bool
+	// KeptFailed: the step failed, and its copy was committed all the
+	// same (Step.KeepFailed).
+	KeptFailed bool
 	// VerifyStatus is verify's status, or -1 when it did not run.
 	VerifyStatus int
 	// VerifyOutput is the end of what verify printed.
@@ -241,7 +248,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	}
 	out.Status, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
 	phase("step")
-	if out.Status == 0 && s.Verify != "" {
+	if out.Status == 0 && s.Verify != "" && !s.KeepFailed {
 		if err := verify(ctx, c, s, &out); err != nil {
 			return out, err
 		}
@@ -262,11 +269,13 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		}
 	}
 	phase("diff")
-	if !commit || !out.Passed() || len(out.Plans) == 0 {
+	if !commit || !out.Passed() && !s.KeepFailed || len(out.Plans) == 0 {
 		return out, nil
 	}
 	defer phase("commit")
-	return out, commitPlans(&out, s)
+	err = commitPlans(&out, s)
+	out.KeptFailed = !out.Passed() && len(out.Commits) > 0
+	return out, err
 }
 
 // Keep commits plans, what a step wrote outside its class in a view of
@@ -488,6 +497,11 @@ func Report(id int, out Outcome, verify string, rec *journal.Record) (notice str
 		notice = fmt.Sprintf("step %d passed in a copy of the machine, but was not applied: %d %s changed on the machine meanwhile (%s); run it again",
 			id, len(paths), plural(len(paths), "path", "paths"), clip(strings.Join(paths, ", "), 200))
 		code = 1
+	case out.KeptFailed:
+		// rollback: never. What the step did stays, as it would
+		// without undosh: nothing to say.
+		rec.Outcome = journal.Committed
+		RestartUnits(out.Units)
 	case out.Status != 0 || out.TimedOut:
 		rec.Outcome = journal.Discarded
 		why := fmt.Sprintf("failed (exit %d)", out.Status)

@@ -42,6 +42,9 @@ type Spec struct {
 	Hide      []string `json:"hide,omitempty"`
 	// Step is the step's number in the caller's journal.
 	Step int `json:"step"`
+	// KeepFailed commits the copy whatever the step's status (rollback:
+	// never).
+	KeepFailed bool `json:"keep_failed,omitempty"`
 }
 
 // Result is how a step handed to the root side ended: the fields of
@@ -54,6 +57,7 @@ type Result struct {
 	Status       int    `json:"status"`
 	Signal       int    `json:"signal,omitempty"`
 	TimedOut     bool   `json:"timed_out,omitempty"`
+	KeptFailed   bool   `json:"kept_failed,omitempty"`
 	VerifyStatus int    `json:"verify_status"`
 	VerifyOutput []byte `json:"verify_output,omitempty"`
 	// Commits are what was committed, in root's fork journals.
