@@ -22,7 +22,8 @@
 #   directory, and the exported variables, and waits while undosh
 #   classifies the line and checkpoints what it may change. When the line
 #   must not run here (refused, or run in a copy of the machine), it
-#   interrupts the shell, which drops the whole line.
+#   interrupts the shell, which drops the whole line; a line that ran in
+#   a copy and ended with `exit` there ends the shell at the next prompt.
 #   PROMPT_COMMAND (before the next prompt): __undosh_post sends the
 #   line's exit status and waits while undosh rolls back a failed line.
 #
@@ -64,6 +65,13 @@ __undosh_pre() {
 	case $__undosh_a in
 	end) builtin printf 1 ;;
 	skip) builtin kill -INT $$ ;;
+	exit:*)
+		# The line ran in a copy of the machine and ended its shell
+		# there (`…; exit 3`): the shell drops it, and __undosh_post
+		# exits with its status before the next prompt.
+		builtin printf '%s' "${__undosh_a#exit:}" >"$__undosh_dir/exit"
+		builtin kill -INT $$
+		;;
 	esac
 }
 
@@ -71,6 +79,11 @@ __undosh_pre() {
 # STATUS is the line's ($? by default).
 __undosh_post() {
 	local s=${1-$?} id
+	if [[ -s $__undosh_dir/exit ]]; then
+		IFS= builtin read -r s <"$__undosh_dir/exit"
+		: >"$__undosh_dir/exit"
+		builtin exit "$s"
+	fi
 	if [[ -n ${__undosh_line-} ]]; then
 		__undosh_line=
 		id=e$((++__undosh_seq))

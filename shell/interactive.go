@@ -438,7 +438,7 @@ func (s *session) beginInteractive(prev int, m beginMsg) string {
 	action, _ := s.begin(cur, text, unseen, m)
 	// bash ends the line of the last note when it drops a line, unless
 	// it was interrupted already (its hook is gone), and ended it first.
-	s.notes.settle(action == "skip" && alive(m.pid))
+	s.notes.settle((action == "skip" || strings.HasPrefix(action, "exit:")) && alive(m.pid))
 	if action == "run" && (cur.git != nil || cur.forget > 0 || s.view != nil) {
 		return "end" // the line's end must be reported
 	}
@@ -486,6 +486,23 @@ func histIgnored(ignore, line, prev string) bool {
 		}
 	}
 	return false
+}
+
+// endsSession reports whether a line ends its shell once it runs to its
+// end: its last command is an unconditional exit (`…; exit 3`, not
+// `… || exit 1`). Run in a copy of the machine, it ended the copy's
+// shell; the session's ends after it, with its status.
+func endsSession(text string) bool {
+	f, err := parse(text)
+	if err != nil || len(f.Stmts) == 0 {
+		return false
+	}
+	st := f.Stmts[len(f.Stmts)-1]
+	ce, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || st.Background || st.Coprocess || st.Negated || len(ce.Args) == 0 {
+		return false
+	}
+	return ce.Args[0].Lit() == "exit"
 }
 
 // alive reports whether process pid still runs.
@@ -539,6 +556,12 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 			switch {
 			case lr.ctx.Err() != nil:
 				lr.e.say("the line was interrupted in a copy of the machine: the copy was discarded; the machine is unchanged")
+			case endsSession(text):
+				// It ended its shell there, as it would have here.
+				action = "exit:" + strconv.Itoa(code)
+				if code != 0 && !lr.keepsFailure() {
+					lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged", code))
+				}
 			case code == 0 || lr.keepsFailure() && code != exit.Usage:
 				// rollback: never keeps a failing line's copy too.
 				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was kept ($? reads 130 here, where it did not run)", code))

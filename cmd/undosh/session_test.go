@@ -973,16 +973,23 @@ func TestSessionViewMountRemoved(t *testing.T) {
 func TestSessionTypedAheadExit(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		policy string
-		kept   bool
-	}{{"version: 1\n", false}, {"version: 1\nrollback: never\n", true}} {
+		policy, input string
+		kept          bool
+	}{
+		{"version: 1\n", "echo x > f; exit 3\n", false},
+		{"version: 1\nrollback: never\n", "echo x > f; exit 3\n", true},
+		// Several lines typed ahead: the first passes and is kept either
+		// way, the last ends the session.
+		{"version: 1\n", "echo a > a\nmkdir d; echo b > d/b\necho x > f; exit 3\n", false},
+		{"version: 1\nrollback: never\n", "echo a > a\nmkdir d; echo b > d/b\necho x > f; exit 3\n", true},
+	} {
 		ws := t.TempDir()
 		master, slave, err := ptylib.Open()
 		if err != nil {
 			t.Fatal(err)
 		}
 		// In the terminal's input before the shell reads anything.
-		if _, err := master.Write([]byte("echo x > f; exit 3\n")); err != nil {
+		if _, err := master.Write([]byte(tc.input)); err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(undoshBin, "-i")
@@ -1002,6 +1009,13 @@ func TestSessionTypedAheadExit(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 			t.Errorf("%q: the session ended with %v, want exit status 3; output:\n%s", tc.policy, err, out)
 		}
+		if strings.Contains(tc.input, "d/b") {
+			for _, p := range []string{"a", "d/b"} {
+				if _, err := os.Lstat(filepath.Join(ws, p)); err != nil {
+					t.Errorf("%q: %s, written by a line that passed: %v; output:\n%s", tc.policy, p, err, out)
+				}
+			}
+		}
 		_, ferr := os.Lstat(filepath.Join(ws, "f"))
 		switch {
 		case tc.kept && ferr != nil:
@@ -1010,6 +1024,56 @@ func TestSessionTypedAheadExit(t *testing.T) {
 			t.Errorf("%q: f kept although the line failed; output:\n%s", tc.policy, out)
 		case !tc.kept && !bytes.Contains(out, []byte("failed (exit 3): rolled back 1 file")):
 			t.Errorf("%q: no rollback notice; output:\n%s", tc.policy, out)
+		}
+	}
+}
+
+// TestSessionMachineLineExit: a line run in a copy of the machine that
+// ends with exit ends the session there, with its status, as it would
+// in bash; its copy is discarded (it failed), or kept under rollback:
+// never. Typed ahead, before the shell reads anything.
+func TestSessionMachineLineExit(t *testing.T) {
+	needForkEngine(t)
+	for _, tc := range []struct {
+		policy string
+		kept   bool
+	}{{"version: 1\n", false}, {"version: 1\nrollback: never\n", true}} {
+		p := harmless(t)
+		master, slave, err := ptylib.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.Write([]byte("echo y > " + p + "; exit 4\n")); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		cmd := exec.Command(undoshBin, "-i")
+		cmd.Args[0] = "bash"
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir(), writePolicy(t, tc.policy), "PS1=$ ")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		slave.Close()
+		// A session that goes on after the line would wait for input
+		// for ever: end it, and fail.
+		watchdog := time.AfterFunc(30*time.Second, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		out, _ := io.ReadAll(master)
+		watchdog.Stop()
+		master.Close()
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+			t.Errorf("%q: the session ended with %v, want exit status 4; output:\n%s", tc.policy, err, out)
+		}
+		_, ferr := os.Lstat(p)
+		if kept := ferr == nil; kept != tc.kept {
+			t.Errorf("%q: %s kept %v, want %v; output:\n%s", tc.policy, p, kept, tc.kept, out)
+		}
+		if tc.kept {
+			undoCommitOf(t, strings.TrimPrefix(p, "/"))
 		}
 	}
 }
