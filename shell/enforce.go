@@ -159,9 +159,10 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 		}
 	}
 	if l.copy == nil {
-		if mode == enforce.Landlock && r.runsAsRoot {
+		if mode == enforce.Landlock && limitStopsSudo(r.runsAsRoot, r.uid) {
 			// no_new_privs would stop sudo: a step the parser sees run
-			// sudo keeps it, with its workspace checkpointed.
+			// sudo keeps it, with its workspace checkpointed. (A
+			// read-only one never comes here: [decideStep] routes it so.)
 			return nil, sudoKept
 		}
 		plan.Writable = w // Auto: the kernel's hard limit, whichever works
@@ -247,6 +248,14 @@ func (r *run) protectNone() int {
 	if why != sudoKept {
 		r.noLimitNote(why)
 	}
+	return r.protectKept()
+}
+
+// protectKept protects a read-only step that cannot be held to its class
+// as a workspace step: its workspace checkpointed, so that a wrong guess
+// stays undoable ([routeSudo], or no limit here).
+func (r *run) protectKept() int {
+	e := r.e
 	start := time.Now()
 	r.dec.Class = policy.Git
 	if len(r.dec.Roots) == 0 {

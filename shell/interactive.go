@@ -630,7 +630,7 @@ func (s *session) lineRun(text, cwd string, env []string, envMap map[string]stri
 	e.Files = []*os.File{nil, nil, nil}
 	e.DieBy = func(syscall.Signal) {} // a line's death is not the session's
 	e.Exec = func(string, []string, []string) error { return errors.New("a session line is not exec'd") }
-	return &run{e: &e, beforeStep: s.settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap, inView: s.view != nil,
+	return &run{e: &e, beforeStep: s.settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap, uid: base.uid, inView: s.view != nil,
 		inv: Invocation{Argv: e.Argv, Personality: "bash", Mode: ModeCommand, Command: text}, src: source{text: text}}
 }
 

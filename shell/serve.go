@@ -113,18 +113,14 @@ func Serve(o ServeOptions) error {
 	}
 	exe, _ := os.Executable()
 	exeInfo, _ := os.Stat("/proc/self/exe")
-	c := &classifier{stateDir: o.StateDir, exe: exe, log: log, policies: map[string]cachedPolicy{}, parsed: parser.NewCache(64)}
+	c := newClassifier(o.StateDir, exe, log)
 	if self, err := selfExe(); err == nil {
 		if _, err := enforce.Probe(enforce.MountNS); err == nil {
 			c.ns = &namespaces{self: self}
 			defer c.ns.closeAll()
 		}
 	}
-	c.self, _ = os.Stat("/proc/self/exe")
-	c.mntNS, _ = os.Stat("/proc/self/ns/mnt")
-	c.watch = c.newWatchService()
 	defer c.watch.Close()
-	c.records = make(chan pendingRecord, 1024)
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
@@ -135,7 +131,6 @@ func Serve(o ServeOptions) error {
 		close(c.records)
 		<-written
 	}()
-	c.root, _ = os.Stat("/")
 	log.Info("classifier started", "socket", sock, "pid", os.Getpid())
 	// One request at a time, answered by the goroutine that accepted
 	// it: an answer takes tens of microseconds, and what a front end
@@ -223,6 +218,19 @@ type classifier struct {
 	policies map[string]cachedPolicy
 	writable map[string]cachedPaths // by policy, home and state directory
 	reals    map[string]cachedReal  // by personality, environment and front end
+}
+
+// newClassifier returns the classifier of stateDir, which answers 'U'
+// with exe, without namespaces to hand out (ns). The caller closes its
+// watchers (watch) and drains its records.
+func newClassifier(stateDir, exe string, log *slog.Logger) *classifier {
+	c := &classifier{stateDir: stateDir, exe: exe, log: log, policies: map[string]cachedPolicy{}, parsed: parser.NewCache(64)}
+	c.self, _ = os.Stat("/proc/self/exe")
+	c.mntNS, _ = os.Stat("/proc/self/ns/mnt")
+	c.root, _ = os.Stat("/")
+	c.watch = c.newWatchService()
+	c.records = make(chan pendingRecord, 1024)
+	return c
 }
 
 // readOnlyPaths is writablePaths of a read-only step, and the inodes of
@@ -450,21 +458,23 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	if _, err := os.Lstat(journal.PendingDir(stateDir)); err == nil {
 		return undosh() // a rollback to finish first
 	}
-	var text string
+	var src source
 	switch inv.Mode {
 	case ModeNothing:
 		return execReal(real)
 	case ModeCommand:
-		text = inv.Command
+		src = source{text: inv.Command}
 	case ModeScript:
-		src, err := readScript(inv.Script, req.cwd, getenv)
-		if err != nil || src.unseen != "" {
+		if _, ok := fdName(inv.Script); ok {
+			return undosh() // a file only the caller holds: undosh reads it
+		}
+		src, err = readScript(inv.Script, req.cwd, getenv)
+		if err != nil {
 			return undosh()
 		}
 		if src.passThrough {
 			return execReal(real)
 		}
-		text = src.text
 	default:
 		return undosh() // the script is on the caller's stdin
 	}
@@ -472,28 +482,24 @@ func (c *classifier) answer(req request, peer *unix.Ucred) answer {
 	if !ok || req.cwd == "" {
 		return undosh()
 	}
-	// Whether a step is read-only does not depend on where its
-	// workspace is (a write there is git, elsewhere fork): no roots.
-	res := classify.Decide(text, classify.Options{Policy: pol, Cwd: req.cwd, Env: env, POSIX: inv.POSIX, Roots: []string{}, Cache: c.parsed, StateDir: stateDir,
-		EnvComplete: classify.StartsWith(env, inv.Login, inv.Interactive)})
-	route := routeOf(res.Decision, enforcingIn(getenv, pol))
-	if route == routeProtect || res.Decision.SyntaxErr != "" {
+	// The same rule as undosh's own (decide.go).
+	d := decideStep(step{inv: inv, src: src, cwd: req.cwd, env: req.env, envMap: env, pol: pol, stateDir: stateDir,
+		real: real, uid: int(peer.Uid), cache: c.parsed})
+	if d.route != routePlain && d.route != routeLimited {
 		return undosh()
 	}
+	text, cwd := src.text, d.cwd
 	// A read-only step passed to the real shell has a checkpoint of its
 	// workspace first (readonly.go); one nested in a read-only step has
 	// the outer one's.
 	pass := func(a answer) answer {
-		if held == nil && !res.Decision.Own && !c.beforeReadOnly(stateDir, pol, getenv, req.cwd, text, int(peer.Pid)) {
+		if held == nil && !d.res.Decision.Own && !c.beforeReadOnly(stateDir, pol, getenv, cwd, text, int(peer.Pid)) {
 			return undosh() // its checkpoint walks: not here
 		}
 		return a
 	}
-	if route == routePlain {
+	if d.route == routePlain {
 		return pass(execReal(real))
-	}
-	if runsAsRoot(res.Facts) && peer.Uid != 0 {
-		return undosh() // Landlock would stop its sudo: undosh checkpoints it instead
 	}
 	// The front end applies the read-only limit itself, or enters a
 	// namespace made under it, then execs.

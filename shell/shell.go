@@ -44,6 +44,8 @@ type Env struct {
 
 // Main runs one invocation and returns the exit status.
 func Main(e *Env) int {
+	// "" when the directory was removed: bash runs there too, and so
+	// does the step, judged without one.
 	cwd, _ := os.Getwd()
 	var front os.FileInfo
 	executed := e.Executed
@@ -68,7 +70,7 @@ func Main(e *Env) int {
 	if src.passThrough && !(src.interactive && stateDir != "") {
 		return e.exec(real, src)
 	}
-	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir}
+	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir, cwd: cwd, uid: os.Getuid()}
 	return r.main()
 }
 
@@ -169,6 +171,7 @@ type run struct {
 	pol      *policy.Policy
 	cwd      string
 	env      map[string]string
+	uid      int // undosh's own: the caller's
 	dec      policy.Decision
 	// runsAsRoot: the parser saw the step run a command through sudo (or
 	// doas, su, runuser), which Landlock's no_new_privs would stop.
@@ -197,22 +200,10 @@ func (r *run) context() context.Context {
 
 func (r *run) main() int {
 	e := r.e
-	cacheDir := ""
-	if r.stateDir != "" {
-		cacheDir = r.stateDir + "/cache"
-	}
-	pol, err := classify.LoadPolicy(classify.PolicyPath("", e.Getenv), cacheDir)
-	if err != nil {
+	if err := r.load(); err != nil {
 		e.errorf(err, "fix the policy (undoctl policy check FILE explains each error); nothing ran")
 		return exit.Usage
 	}
-	r.pol = pol
-	r.cwd, err = os.Getwd()
-	if err != nil {
-		// bash runs in a removed directory too; so does the step, unjudged.
-		r.cwd = ""
-	}
-	r.env = environ(e.Environ)
 	if r.src.interactive {
 		return r.interactive()
 	}
@@ -222,26 +213,44 @@ func (r *run) main() int {
 		}
 		return r.protectSession()
 	}
-	o := classify.Options{Policy: pol, Cwd: r.cwd, Env: r.env, POSIX: r.inv.POSIX, Unseen: r.src.unseen, StateDir: r.stateDir,
-		EnvComplete: classify.StartsWith(r.env, r.inv.Login, r.inv.Interactive)}
-	res := classify.Decide(r.src.text, o)
-	if res.Decision.SyntaxErr != "" && r.src.unseen == "" && bashRejects(r.real, r.inv, r.src) {
-		// bash stops at the error: judge what comes before it.
-		o.BashRejects = true
-		res = classify.Decide(r.src.text, o)
-	}
-	r.dec = res.Decision
-	r.runsAsRoot = runsAsRoot(res.Facts)
-	r.facts = res.Facts
-	r.viaSudo = viaSudo(res.Facts)
-	switch routeOf(r.dec, r.enforcing()) {
+	switch r.decide() {
 	case routePlain:
 		r.beforePlain()
 		return e.exec(r.real, r.src)
 	case routeLimited:
 		return r.protectNone()
+	case routeSudo:
+		return r.protectKept()
 	}
 	return r.protect()
+}
+
+// load loads the policy, and the environment as a map.
+func (r *run) load() error {
+	cacheDir := ""
+	if r.stateDir != "" {
+		cacheDir = r.stateDir + "/cache"
+	}
+	pol, err := classify.LoadPolicy(classify.PolicyPath("", r.e.Getenv), cacheDir)
+	if err != nil {
+		return err
+	}
+	r.pol = pol
+	r.env = environ(r.e.Environ)
+	return nil
+}
+
+// decide decides the step by [decideStep], as the classifier does, and
+// returns its route; it runs nothing but `bash -n`.
+func (r *run) decide() route {
+	d := decideStep(step{inv: r.inv, src: r.src, cwd: r.cwd, env: r.e.Environ, envMap: r.env, pol: r.pol,
+		stateDir: r.stateDir, real: r.real, uid: r.uid})
+	r.cwd = d.cwd
+	r.dec = d.res.Decision
+	r.runsAsRoot = runsAsRoot(d.res.Facts)
+	r.facts = d.res.Facts
+	r.viaSudo = viaSudo(d.res.Facts)
+	return d.route
 }
 
 // route is how undosh runs a decided step.
@@ -256,10 +265,14 @@ const (
 	routePlain
 	// routeLimited: the real shell is exec'd under the read-only limit.
 	routeLimited
+	// routeSudo: a read-only step that runs sudo as another user than
+	// root, which the read-only limit would stop ([limitStopsSudo]): undosh
+	// protects it as a workspace step, without a limit.
+	routeSudo
 )
 
-// routeOf is how a step decided d runs, with enforcement on or off; the
-// classifier answers the front end by the same rule.
+// routeOf is how a step decided d runs, with enforcement on or off (see
+// [decideStep], which both undosh and the classifier call).
 func routeOf(d policy.Decision, enforcing bool) route {
 	switch {
 	case d.Class != policy.None || d.Verdict != policy.Run:

@@ -400,8 +400,10 @@ func isTerminal(fd int) bool {
 }
 
 // bashRejects reports whether the real shell finds a syntax error in the
-// step too (bash -n), so that nothing after it will run.
-func bashRejects(real string, inv Invocation, src source) bool {
+// step too (bash -n), so that nothing after it will run. It runs in cwd
+// with the step's environment env ($POSIXLY_CORRECT changes what bash
+// parses), whoever asks: undosh, or the classifier for a front end.
+func bashRejects(real string, inv Invocation, src source, env []string, cwd string) bool {
 	args := []string{real, "-n"}
 	if inv.POSIX && inv.Personality == "bash" {
 		args = append(args, "--posix")
@@ -433,7 +435,10 @@ func bashRejects(real string, inv Invocation, src source) bool {
 	if stdin == nil {
 		stdin = null
 	}
-	p, err := os.StartProcess(real, args, &os.ProcAttr{Files: []*os.File{stdin, null, null}})
+	if env == nil {
+		env = []string{} // not the asker's own
+	}
+	p, err := os.StartProcess(real, args, &os.ProcAttr{Dir: cwd, Env: env, Files: []*os.File{stdin, null, null}})
 	if err != nil {
 		return false
 	}
