@@ -232,7 +232,7 @@ var loaded sync.Map
 func undoshDecides(t *testing.T, argv, env []string, getenv func(string) string, cwd, stateDir string, uid int) string {
 	t.Helper()
 	e := &Env{Argv: argv, Environ: env, Getenv: getenv, Closed: func(int) bool { return false }}
-	inv := ParseArgsFrom(argv, cwd, getenv)
+	inv := ParseArgsFrom(argv, "", cwd, getenv) // undosh by its own name, as the requests say (no execfn)
 	real, err := RealShell(inv.Personality, getenv, ConfigFile, nil)
 	if err != nil {
 		t.Fatal(err)
