@@ -420,8 +420,10 @@ func LoadPolicy(name, cacheDir string) (*policy.Policy, error) {
 	}
 	if marker != "" {
 		// A cache that cannot be written only costs the next check.
-		if os.MkdirAll(filepath.Dir(marker), 0o755) == nil {
-			_ = os.WriteFile(marker, nil, 0o644)
+		// Private, as the state directory it may create is: undosh
+		// refuses a homeless state directory that others can read.
+		if os.MkdirAll(filepath.Dir(marker), 0o700) == nil {
+			_ = os.WriteFile(marker, nil, 0o600)
 		}
 	}
 	return p, nil

@@ -44,14 +44,20 @@ func exists(p string) bool {
 
 // homeless is the state directory of a user with no home directory:
 // undosh-UID in the temporary directory, unless something else is there
-// already (a link, another user's directory, one that others may write).
+// already (a link, another user's directory, one that others may write);
+// one of the user's own that others may read is made private.
 func homeless(uid int) string {
 	p := filepath.Join(os.TempDir(), "undosh-"+strconv.Itoa(uid))
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
 		return p
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != uid || st.Mode&0o077 != 0 {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != uid || st.Mode&0o022 != 0 {
+		return ""
+	}
+	if st.Mode&0o077 != 0 && unix.Chmod(p, 0o700) != nil {
+		// Ours and written by no one else, but readable by others (an
+		// undosh before 2026-12 made it so): made private again.
 		return ""
 	}
 	return p

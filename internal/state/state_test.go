@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/undosh/undosh/policy"
@@ -67,5 +68,29 @@ func TestStoreOptions(t *testing.T) {
 	StoreOptions("/s", pol, "/h")
 	if got := pol.Exclude[:2][1]; got != "" {
 		t.Errorf("StoreOptions wrote into the policy's array: %q", got)
+	}
+}
+
+// TestHomeless: a homeless state directory of the user's own that others
+// may read (as an older undosh made it) is made private and used; one
+// that others may write is refused.
+func TestHomeless(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	uid := os.Getuid()
+	p := filepath.Join(os.TempDir(), "undosh-"+strconv.Itoa(uid))
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := homeless(uid); got != p {
+		t.Errorf("readable by others: %q, want %q", got, p)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("after: %v, %v; want mode 0700", st.Mode(), err)
+	}
+	if err := os.Chmod(p, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if got := homeless(uid); got != "" {
+		t.Errorf("writable by others: %q, want it refused", got)
 	}
 }
