@@ -41,9 +41,24 @@ func outerStep(stateDir string) (outer, bool) {
 	if err != nil {
 		return outer{}, false
 	}
+	var shells map[int]journal.Shell
+	if stateDir != "" {
+		shells = journal.Shells(stateDir)
+	}
 	pid := os.Getppid()
 	for hops := 0; pid > 1 && hops < 128; hops++ {
 		proc := "/proc/" + strconv.Itoa(pid)
+		if sh, ok := shells[pid]; ok && sh.Is(pid) {
+			// The shell of a step handed over (handover.go): it runs in
+			// the process its caller started, named as bash names it.
+			if c, ok := policy.ParseClass(sh.Class); ok {
+				o := outer{class: c, pid: pid, step: sh.Step}
+				if sh.View {
+					o.held = otherMountNS(sh.Supervisor)
+				}
+				return o, true
+			}
+		}
 		comm, _ := os.ReadFile(proc + "/comm")
 		if name := strings.TrimSpace(string(comm)); strings.HasPrefix(name, commPrefix) {
 			step := 0
@@ -67,6 +82,14 @@ func outerStep(stateDir string) (outer, bool) {
 		pid = where.Parent("", pid)
 	}
 	return outer{}, false
+}
+
+// otherMountNS reports whether this process is in another mount
+// namespace than process pid.
+func otherMountNS(pid int) bool {
+	theirs, err1 := os.Stat("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	ours, err2 := os.Stat("/proc/self/ns/mnt")
+	return err1 == nil && err2 == nil && !os.SameFile(theirs, ours)
 }
 
 // viewMark ends the process name of an undosh whose step runs in a view
