@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -199,8 +200,13 @@ func (r *run) handOverOK() bool {
 	switch r.inv.Mode {
 	case ModeCommand:
 	case ModeScript:
-		// The supervisor reads the script again.
-		if st, err := os.Stat(r.src.script); err != nil || !st.Mode().IsRegular() {
+		// The supervisor reads the script again, with only fds 0, 1
+		// and 2 of this process: not through /dev/fd/N.
+		p := filepath.Clean(r.src.script)
+		if strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") {
+			return false
+		}
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			return false
 		}
 	default:
