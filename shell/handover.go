@@ -15,8 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/handover"
+	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/procstate"
 	"github.com/undosh/undosh/policy"
 )
@@ -194,7 +196,12 @@ func (r *run) handOverOK() bool {
 		// A verify that fails changes the status, which the shell's
 		// own exit has fixed by then.
 		return false
-	case r.enforcing() && r.escalation() != policy.EscalateCommit:
+	case r.enforcing() && r.inCaptureView() && (r.escalation() != policy.EscalateCommit || !d.WritesSeen()):
+		// What a step's view caught beyond its workspace is settled
+		// after bash has ended: refuse, rerun, and a commit refused
+		// (undosh's own files, a conflict) end with undosh's status.
+		// Only a step whose every write the parser saw in its
+		// workspace cannot have the view catch any.
 		return false
 	}
 	switch r.inv.Mode {
@@ -217,6 +224,13 @@ func (r *run) handOverOK() bool {
 		return false
 	}
 	return !traced()
+}
+
+// inCaptureView reports whether an enforced workspace step would run in
+// a view of the machine (contain), not under a hard limit.
+func (r *run) inCaptureView() bool {
+	mode, ok, _ := machine.Containment(r.e.Getenv)
+	return ok && mode == enforce.Capture && r.cwd != ""
 }
 
 // traced reports whether a tracer (strace, gdb) holds this process: no
