@@ -578,20 +578,27 @@ func procID(pid int) string {
 
 // startTime returns field 22 of /proc/pid/stat, or "" when pid is gone.
 func startTime(pid int) string {
+	st, _ := procStat(pid)
+	return st
+}
+
+// procStat returns fields 22 (the start time) and 3 (the state) of
+// /proc/pid/stat, or "" when pid is gone.
+func procStat(pid int) (start, state string) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	// The command name (field 2) may hold spaces and parentheses.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return ""
+		return "", ""
 	}
 	f := strings.Fields(string(data[i+1:]))
 	if len(f) < 20 {
-		return ""
+		return "", ""
 	}
-	return f[19]
+	return f[19], f[0]
 }
 
 // alive reports whether the process named by id (from procID) runs.
@@ -601,7 +608,10 @@ func alive(id string) bool {
 	if !ok || err != nil {
 		return false
 	}
-	return st != "" && startTime(n) == st
+	// A zombie has ended: a supervisor killed after its shell ended is
+	// no child of anyone who waits for it, and may stay one a while.
+	start, state := procStat(n)
+	return st != "" && start == st && state != "Z" && state != "X"
 }
 
 func writeDurable(name string, data []byte) error {
