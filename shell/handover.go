@@ -180,8 +180,9 @@ func (r *run) runStep(p stepProc, started func()) (status, error) {
 }
 
 // handOverOK reports whether the step may run in this process, its
-// supervisor in another: a one-shot -c string or script file that undosh
-// will neither verify nor run again, whose shell a tracer cannot spoil.
+// supervisor in another: a one-shot -c string or script file whose
+// status undosh will not change after it ends (no verify, no escalation
+// of what a view caught, no rerun), whose shell a tracer cannot spoil.
 func (r *run) handOverOK() bool {
 	d := r.dec
 	switch {
@@ -200,8 +201,8 @@ func (r *run) handOverOK() bool {
 		// What a step's view caught beyond its workspace is settled
 		// after bash has ended: refuse, rerun, and a commit refused
 		// (undosh's own files, a conflict) end with undosh's status.
-		// Only a step whose every write the parser saw in its
-		// workspace cannot have the view catch any.
+		// A step whose every write the parser saw in its workspace
+		// leaves its view nothing to catch (docs/transparency.md).
 		return false
 	}
 	switch r.inv.Mode {
