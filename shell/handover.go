@@ -142,11 +142,24 @@ func (s *supervisor) attach() bool {
 // run has the traced shell-to-be exec the step, and returns how it
 // ended; started is called once it has its files.
 func (s *supervisor) run(p stepProc, started func()) (status, error) {
-	if err := s.send(p.path, p.argv, p.env, p.files); err != nil {
-		return status{}, err
-	}
-	started()
+	// The instruction is sent while this thread relays the shell-to-be's
+	// stops: a large one (argv, environment) fills the socket, and a
+	// signal that stops the shell-to-be before it has read it all would
+	// wait for this thread, which would wait for the read.
+	sent := make(chan error, 1)
+	go func() {
+		err := s.send(p.path, p.argv, p.env, p.files)
+		if err != nil {
+			// The shell-to-be reads the end of the socket, and ends.
+			s.conn.Close()
+		}
+		started()
+		sent <- err
+	}()
 	hs, err := s.t.Wait()
+	if serr := <-sent; serr != nil {
+		return status{}, serr
+	}
 	if err != nil {
 		return status{}, err
 	}

@@ -138,3 +138,29 @@ func TestHandOverTraced(t *testing.T) {
 		t.Errorf("not rolled back: stderr %q, f: %v", stderr, err)
 	}
 }
+
+// TestHandOverLarge: an instruction larger than the socket holds (300 kB
+// of arguments) reaches the shell-to-be even when a signal stops it
+// halfway through reading it (the supervisor relays the stop while it
+// sends). Many at once, for the signals to come.
+func TestHandOverLarge(t *testing.T) {
+	t.Parallel()
+	k100 := strings.Repeat("a", 100000)
+	type run struct {
+		p   *os.Process
+		out *os.File
+	}
+	var runs []run
+	for range 30 {
+		p, _, out, errs := hStart(t, undoshBin, []string{"bash", "-c", `echo x > f; echo $$ ${#1}${#2}${#3}`, "n", k100, k100, k100}, nil)
+		errs.Close()
+		runs = append(runs, run{p, out})
+	}
+	for _, r := range runs {
+		ws := hWait(t, r.p.Pid, 0)
+		stdout, _ := io.ReadAll(r.out)
+		if want := strconv.Itoa(r.p.Pid) + " 100000100000100000\n"; !ws.Exited() || ws.ExitStatus() != 0 || string(stdout) != want {
+			t.Errorf("wait status %#x, stdout %q: want exit 0 and %q", int(ws), stdout, want)
+		}
+	}
+}
