@@ -147,20 +147,21 @@ func TestHandOverLarge(t *testing.T) {
 	t.Parallel()
 	k100 := strings.Repeat("a", 100000)
 	type run struct {
-		p   *os.Process
-		out *os.File
+		p         *os.Process
+		out, errs *os.File
 	}
 	var runs []run
 	for range 30 {
 		p, _, out, errs := hStart(t, undoshBin, []string{"bash", "-c", `echo x > f; echo $$ ${#1}${#2}${#3}`, "n", k100, k100, k100}, nil)
-		errs.Close()
-		runs = append(runs, run{p, out})
+		runs = append(runs, run{p, out, errs})
 	}
 	for _, r := range runs {
+		// Its output fits in the pipes: read it once it has ended.
 		ws := hWait(t, r.p.Pid, 0)
 		stdout, _ := io.ReadAll(r.out)
+		stderr, _ := io.ReadAll(r.errs)
 		if want := strconv.Itoa(r.p.Pid) + " 100000100000100000\n"; !ws.Exited() || ws.ExitStatus() != 0 || string(stdout) != want {
-			t.Errorf("wait status %#x, stdout %q: want exit 0 and %q", int(ws), stdout, want)
+			t.Errorf("wait status %#x, stdout %q, stderr %q: want exit 0 and %q", int(ws), stdout, stderr, want)
 		}
 	}
 }
