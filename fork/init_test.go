@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/undosh/undosh/internal/testuser"
 )
 
 // The names the test binary answers to besides its own: the copy's init,
@@ -42,7 +44,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// Machine steps commit to /etc: the harness suite checks it.
+	release := testuser.ChangingEtc()
 	code := m.Run()
+	release()
 	if os.Geteuid() == 0 {
 		if err := Cleanup(testStateDir); err != nil {
 			fmt.Fprintln(os.Stderr, "clean up test copies:", err)

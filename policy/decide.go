@@ -115,6 +115,20 @@ type Decision struct {
 	Own bool `json:"own,omitempty"`
 }
 
+// WritesSeen reports whether every write of the step is one the parser
+// saw, in a workspace or a scratch path, and every command one of class
+// none: nothing in it is known to write beyond its workspace, or may
+// (an unknown program, a build, git's hooks). Rules name these reasons
+// in [Policy.path].
+func (d *Decision) WritesSeen() bool {
+	for _, r := range d.Reasons {
+		if r.Class != None && r.Rule != "workspace" && r.Rule != "scratch" {
+			return false
+		}
+	}
+	return true
+}
+
 // Checks are the run-time conditions of a constrained step.
 type Checks struct {
 	// Branch: the step pushes the current branch of Cwd (or HEAD), which

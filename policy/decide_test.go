@@ -1148,3 +1148,30 @@ func TestSelfProtect(t *testing.T) {
 		}
 	}
 }
+
+// WritesSeen holds for a step whose every write the parser saw in its
+// workspace or a scratch path, and for nothing that may write elsewhere.
+func TestWritesSeen(t *testing.T) {
+	t.Parallel()
+	p := policy.Default()
+	tests := []struct {
+		name string
+		in   policy.Input
+		want bool
+	}{
+		{"workspace write", one(redirect("/w/f", true)), true},
+		{"scratch write", one(redirect("/home/u/.cache/x", true)), true},
+		{"read-only", one(sub("1:1", "echo hi", 1)), true},
+		{"unknown program", one(cmd("1:1", "frob x")), false},
+		{"unresolved write", one(redirect("$f", false)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := p.Decide(tt.in, policy.Context{Cwd: "/w", Home: "/home/u", Roots: []string{"/w"}})
+			if got := d.WritesSeen(); got != tt.want {
+				t.Errorf("WritesSeen = %v, want %v; reasons %+v", got, tt.want, d.Reasons)
+			}
+		})
+	}
+}

@@ -14,6 +14,8 @@ import (
 type status struct {
 	code int            // exit status, or 128+n for a signal
 	sig  syscall.Signal // the signal that killed it, or 0
+	// lost: how it ended is unknown (a supervisor lost its trace).
+	lost bool
 }
 
 // forwarded lists the signals undosh passes on to the shell it runs:

@@ -1,8 +1,9 @@
 // Package shell is undosh's glue: it reads a shell's command line the way
 // bash does, classifies what will run with the parser and the policy, and
 // protects it. A read-only step becomes an exec of the real bash; a step
-// that changes workspace files runs as a child after a checkpoint and is
-// rolled back when it fails; a step that reaches outside is run, refused
+// that changes workspace files runs after a checkpoint, in the process the
+// caller started where a supervisor undosh can trace it (handover.go,
+// docs/transparency.md), else as a child, and is rolled back when it fails; a step that reaches outside is run, refused
 // or checked against the policy's condition first.
 //
 // What stays true:

@@ -41,9 +41,22 @@ func outerStep(stateDir string) (outer, bool) {
 	if err != nil {
 		return outer{}, false
 	}
+	var shells map[int]journal.Shell
+	if stateDir != "" {
+		shells = journal.Shells(stateDir)
+	}
+	// A handed-over step's shell that execs undosh (`exec undosh -c …`,
+	// or the last command of `bash -c`, which bash execs) makes this
+	// process that shell: the mark names this very process.
+	if o, ok := heldShell(shells, os.Getpid()); ok {
+		return o, true
+	}
 	pid := os.Getppid()
 	for hops := 0; pid > 1 && hops < 128; hops++ {
 		proc := "/proc/" + strconv.Itoa(pid)
+		if o, ok := heldShell(shells, pid); ok {
+			return o, true
+		}
 		comm, _ := os.ReadFile(proc + "/comm")
 		if name := strings.TrimSpace(string(comm)); strings.HasPrefix(name, commPrefix) {
 			step := 0
@@ -67,6 +80,34 @@ func outerStep(stateDir string) (outer, bool) {
 		pid = where.Parent("", pid)
 	}
 	return outer{}, false
+}
+
+// heldShell returns the step whose shell runs in process pid, when
+// shells (journal.Shells) names pid: the shell of a step handed over
+// (handover.go), which runs in the process its caller started, named as
+// bash names it. The outer's pid is its supervisor's.
+func heldShell(shells map[int]journal.Shell, pid int) (outer, bool) {
+	sh, ok := shells[pid]
+	if !ok || !sh.Is(pid) {
+		return outer{}, false
+	}
+	c, ok := policy.ParseClass(sh.Class)
+	if !ok {
+		return outer{}, false
+	}
+	o := outer{class: c, pid: sh.Supervisor, step: sh.Step}
+	if sh.View {
+		o.held = otherMountNS(sh.Supervisor)
+	}
+	return o, true
+}
+
+// otherMountNS reports whether this process is in another mount
+// namespace than process pid.
+func otherMountNS(pid int) bool {
+	theirs, err1 := os.Stat("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	ours, err2 := os.Stat("/proc/self/ns/mnt")
+	return err1 == nil && err2 == nil && !os.SameFile(theirs, ours)
 }
 
 // viewMark ends the process name of an undosh whose step runs in a view

@@ -402,6 +402,16 @@ func (r *run) storeOptions() checkpoint.Options {
 // protectGit checkpoints the workspace, runs the step, and rolls it back
 // when it fails.
 func (r *run) protectGit(rec journal.Record, start time.Time) int {
+	switch {
+	case r.sup != nil:
+		if !r.sup.attach() {
+			return 0 // the shell-to-be runs the step itself
+		}
+	case r.handOverOK():
+		if code, handed := r.handOver(); handed {
+			return code
+		}
+	}
 	g, code, ok := r.startGit(rec, start)
 	if !ok {
 		return code
@@ -426,12 +436,13 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		}
 	}
 	g.stdin = r.markStdin()
-	c, err := startChild(path, argv, env, files, r.e.Ignored)
-	errTail.started()
-	var st status
-	if err == nil {
-		st = <-c.done
-		err = c.err
+	if r.sup != nil && g.lim != nil && g.lim.copy != nil {
+		g.step.HeldFor(r.sup.pid, true)
+		_ = g.step.Running(g.rec)
+	}
+	st, err := r.runStep(stepProc{path: path, argv: argv, env: env, files: files}, errTail.started)
+	if st.lost {
+		r.e.say(fmt.Sprintf("note: undosh lost track of step %d's shell (a thread other than its first ran execve), so its changes were kept; to go back: undoctl back %d", g.step.ID, g.step.ID))
 	}
 	if r.src.session {
 		r.src.stdin.Close()
@@ -491,6 +502,11 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 	}
 	g = &gitStep{r: r, j: j, step: step, rec: rec, start: start}
 	g.rec.ID = step.ID
+	if r.sup != nil && r.sup.t != nil {
+		// The step's shell runs in the process the caller started.
+		g.rec.PID = r.sup.pid
+		step.HeldFor(r.sup.pid, false)
+	}
 	for _, root := range d.Roots {
 		s, err := checkpoint.Open(root, r.storeOptions())
 		if err == nil {

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,21 @@ type Env struct {
 
 // Main runs one invocation and returns the exit status.
 func Main(e *Env) int {
+	environ0 := e.Environ
+	var sup *supervisor
+	e.Environ, sup = takeSupervise(e.Environ)
+	if sup != nil {
+		// The file run is the shell-to-be's, not this one's (undosh's
+		// own path, which goes by argv[0]).
+		e.Executed = sup.executed
+		return sup.supervise(e, func() int { return mainOf(e, sup, e.Environ) })
+	}
+	return mainOf(e, nil, environ0)
+}
+
+// mainOf runs the invocation, as the supervisor sup of a step handed over
+// when it is set; environ0 is the environment as undosh received it.
+func mainOf(e *Env, sup *supervisor, environ0 []string) int {
 	// "" when the directory was removed: bash runs there too, and so
 	// does the step, judged without one.
 	cwd, _ := os.Getwd()
@@ -70,7 +86,7 @@ func Main(e *Env) int {
 	if src.passThrough && !(src.interactive && stateDir != "") {
 		return e.exec(real, src)
 	}
-	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir, cwd: cwd, uid: os.Getuid()}
+	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir, cwd: cwd, uid: os.Getuid(), sup: sup, environ0: environ0, executed: executed}
 	return r.main()
 }
 
@@ -124,6 +140,9 @@ func (e *Env) execAs(path string, argv, env []string, src source) int {
 		}
 	}
 	err := e.Exec(path, argv, env)
+	if errors.Is(err, errHandedOver) {
+		return 0 // the shell-to-be execs it
+	}
 	e.errorf(fmt.Errorf("exec %s: %w", path, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 	return 127
 }
@@ -189,6 +208,15 @@ type run struct {
 	// beforeStep, when set, is called just before a step starts to run
 	// elsewhere (in a copy of the machine) and writes to the terminal.
 	beforeStep func()
+	// sup is set when this undosh supervises a step handed over by the
+	// process its caller started (handover.go).
+	sup *supervisor
+	// environ0 is the environment as undosh received it.
+	environ0 []string
+	// executed is the file this undosh was run as (Env.Executed, or the
+	// front end's), which decided its personality; a supervisor decides
+	// by the same.
+	executed string
 }
 
 func (r *run) context() context.Context {

@@ -510,10 +510,21 @@ func diffCases() []diffCase {
 		// what the shell reports about itself
 		{name: "proc/ppid", argv: dBash(`echo $PPID`), check: dStdoutIs(func(r *diffResult) string { return fmt.Sprintf("%d\n", os.Getpid()) })},
 		{name: "proc/pid", argv: dBash(`echo $$; echo $BASHPID`), check: dBlankStdout(func(r *diffResult) string { return fmt.Sprintf("%d\n%d\n", r.pid, r.pid) })},
-		{name: "proc/ppid-write", argv: dBash(`echo x > f; echo $PPID`), check: dStdoutIs(func(r *diffResult) string { return fmt.Sprintf("%d\n", os.Getpid()) }),
-			bug: "a step that writes runs bash as undosh's child (shell/protect.go protectGit → runChild), so $PPID is undosh's pid, not the caller's"},
-		{name: "proc/pid-write", argv: dBash(`echo x > f; echo $$`), check: dBlankStdout(func(r *diffResult) string { return fmt.Sprintf("%d\n", r.pid) }),
-			bug: "a step that writes runs bash as undosh's child, so $$ is not the pid the caller started (kill/wait on it reach undosh)"},
+		// A step that writes runs in the process the caller started
+		// (shell/handover.go), whether it passes or is rolled back.
+		{name: "proc/ppid-write", argv: dBash(`echo x > f; echo $PPID`), check: dStdoutIs(func(r *diffResult) string { return fmt.Sprintf("%d\n", os.Getpid()) })},
+		{name: "proc/pid-write", argv: dBash(`echo x > f; echo $$`), check: dBlankStdout(func(r *diffResult) string { return fmt.Sprintf("%d\n", r.pid) })},
+		{name: "proc/pid-write-file", argv: dBash(`echo $$ > pid; echo "$PPID" > ppid; cat pid ppid`), check: dPids("@PID@\n@PPID@\n")},
+		{name: "proc/pid-write-fails", argv: dBash(`echo $$ > pid; cat pid; echo $PPID $BASHPID; false`), check: dPids("@PID@\n@PPID@ @PID@\n"), notes: rolled},
+		{name: "proc/pid-script-fails", argv: []string{"bash", "s.sh"}, files: map[string]string{"w/s.sh": "echo x > f\necho $$ $PPID\nexit 4\n"}, check: dPids("@PID@ @PPID@\n"), notes: rolled},
+		{name: "proc/pid-exec-last", argv: dBash(`echo x > f; echo $$; exec sh -c 'echo $$ $PPID; exit 3'`), check: dPids("@PID@\n@PID@ @PPID@\n"), notes: rolled},
+		{name: "proc/pid-background-wait", argv: dBash(`echo x > f; (echo "sub $$") & sleep 0.05 & wait; echo "waited $? $$"; ( exit 5 ) & wait $!; echo "job $?"; false`),
+			check: dPids("sub @PID@\nwaited 0 @PID@\njob 5\n"), notes: rolled},
+		{name: "proc/pid-signalled", signal: syscall.SIGTERM, argv: dBash(`echo x > f; echo $$ $PPID; echo ready; read x; echo after`),
+			check: dPids("@PID@ @PPID@\nready\n"), notes: []string{"killed by SIGTERM): rolled back"}},
+		{name: "proc/pid-interrupted", signal: syscall.SIGINT, argv: dBash(`echo x > f; echo $$; echo ready; sleep 30`),
+			check: dPids("@PID@\nready\n"), notes: []string{"killed by SIGINT): rolled back"}},
+		{name: "proc/pid-kill-self", argv: dBash(`echo x > f; echo $$; kill -TERM $$`), check: dPids("@PID@\n"), notes: []string{"killed by SIGTERM): rolled back"}},
 		{name: "proc/exe-comm", argv: dBash(`basename "$(readlink /proc/$$/exe)"; cat /proc/$$/comm`)},
 		{name: "proc/cmdline", argv: dBash(`tr '\0' '|' < /proc/$$/cmdline`, "n", "a b", "")},
 		{name: "proc/pgrp-session", argv: dBash(`read -r _ _ _ _ pgrp sid _ < /proc/$$/stat; [ "$pgrp" = "$TESTPGRP" ] && echo same-pgrp; echo $sid`), env: []string{"TESTPGRP=" + strconv.Itoa(syscall.Getpgrp())}},
@@ -554,6 +565,14 @@ func dBlankStdout(want func(r *diffResult) string) func(r *diffResult) error {
 		r.stdout = nil
 		return nil
 	}
+}
+
+// dPids checks stdout against want with @PID@ as the pid started and
+// @PPID@ as the test's, then empties it.
+func dPids(want string) func(r *diffResult) error {
+	return dBlankStdout(func(r *diffResult) string {
+		return strings.NewReplacer("@PID@", strconv.Itoa(r.pid), "@PPID@", strconv.Itoa(os.Getpid())).Replace(want)
+	})
 }
 
 func dLinkWork(t *testing.T, d diffDirs) {

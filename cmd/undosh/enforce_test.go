@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -424,9 +425,15 @@ func TestEnforceNonRoot(t *testing.T) {
 	}
 	os.Chmod(base, 0o755)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "UNDOSH_STATE_DIR=" + state, "UNDOSH_POLICY=-", "UNDOSH_REAL_BASH=/bin/bash"}
+	var started int // the pid of the last undosh run started
 	run := func(script string) ran {
 		t.Helper()
 		cmd := exec.Command(undoshBin, "-c", script)
+		defer func() {
+			if cmd.Process != nil {
+				started = cmd.Process.Pid
+			}
+		}()
 		cmd.Dir, cmd.Env = ws, env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		var out, errb strings.Builder
@@ -452,6 +459,11 @@ func TestEnforceNonRoot(t *testing.T) {
 	}
 	if r := run("grep -c . kept.txt; grep NoNewPrivs /proc/self/status"); r.code != 0 || !strings.Contains(r.stdout, "1\nNoNewPrivs:\t1") {
 		t.Errorf("a read-only step as nobody, under Landlock: %+v", r)
+	}
+	// A plain workspace step as nobody, under Landlock, is handed over:
+	// its shell is the process started (shell/handover.go).
+	if r := run("echo changed > kept.txt; echo $$; false"); r.code != 1 || r.stdout != strconv.Itoa(started)+"\n" || !strings.Contains(r.stderr, "rolled back 1 file") {
+		t.Errorf("a failing edit as nobody: want $$ %d, exit 1 and a rollback: %+v", started, r)
 	}
 	// Codex's wrapper shape: a nested undosh under Landlock cannot read
 	// the outer one's /proc/PID/exe; it finds the outer step by its mark,

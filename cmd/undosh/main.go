@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/undosh/undosh/fork"
@@ -36,6 +37,11 @@ import (
 	"github.com/undosh/undosh/internal/sudo"
 	"github.com/undosh/undosh/shell"
 )
+
+// init keeps the main goroutine on the main thread: a step handed over
+// (shell/handover.go) is exec'd from it, so that the thread its
+// supervisor traces is the one that execs.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	switch filepath.Base(os.Args[0]) {

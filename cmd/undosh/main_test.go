@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/undosh/undosh/internal/frontend"
+	"github.com/undosh/undosh/internal/testuser"
 )
 
 // undoshBin and undoctlBin are built once for the tests in this package:
@@ -44,7 +45,11 @@ func TestMain(m *testing.M) {
 	}
 	// Let the binaries be run by other users (tests as nobody).
 	os.Chmod(dir, 0o755)
+	// Users, sudoers and committed machine steps change /etc, which
+	// the harness suite checks.
+	release := testuser.ChangingEtc()
 	code := m.Run()
+	release()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -654,10 +654,21 @@ func TestBack(t *testing.T) {
 }
 
 // TestUnfinishedRollback: a rollback cut short by SIGKILL is finished by
-// the next undosh, whatever it runs.
+// the next undosh, whatever it runs; whether the step ran as undosh's
+// child (the rollback runs in the undosh started) or was handed over (it
+// runs in the supervisor, and the shell's own status reaches the caller
+// when the supervisor dies).
 func TestUnfinishedRollback(t *testing.T) {
 	t.Parallel()
+	t.Run("child", func(t *testing.T) { t.Parallel(); testUnfinishedRollback(t, false) })
+	t.Run("handed-over", func(t *testing.T) { t.Parallel(); testUnfinishedRollback(t, true) })
+}
+
+func testUnfinishedRollback(t *testing.T, handed bool) {
 	w := newWS(t)
+	if !handed {
+		w.env = append(w.env, "UNDOSH_HANDOVER=0")
+	}
 	// Enough files that the restore takes far longer than noticing its
 	// marker and killing undosh: 1500 files take about half a second to
 	// restore here, noticing the marker well under a millisecond.
@@ -698,10 +709,26 @@ func TestUnfinishedRollback(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
+	// The marker is named step-pid: the pid of the undosh rolling back.
+	_, pid, _ := strings.Cut(strings.TrimSuffix(filepath.Base(marker), ".json"), "-")
+	rolling, err := strconv.Atoi(pid)
+	if err != nil {
+		t.Fatalf("marker %s names no pid", marker)
+	}
+	if (rolling == cmd.Process.Pid) == handed {
+		t.Fatalf("the rollback runs in pid %d, the undosh started is %d: handed over is not %v", rolling, cmd.Process.Pid, handed)
+	}
+	syscall.Kill(rolling, syscall.SIGKILL)
 	<-exited
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		t.Fatalf("no wait status: %v", cmd.ProcessState)
+	case !handed && !ws.Signaled():
 		t.Fatalf("undosh was not killed: %v", cmd.ProcessState)
+	case handed && ws.ExitStatus() != 1:
+		// The supervisor's death lets the shell's end through.
+		t.Fatalf("the shell's status did not reach its caller once its supervisor was killed: %v", cmd.ProcessState)
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the rollback finished before undosh was killed (marker %s: %v): the tree is too small to cut it short", marker, err)

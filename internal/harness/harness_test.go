@@ -222,6 +222,9 @@ func TestHarnesses(t *testing.T) {
 // them. ok is false when a run could not be carried out at all.
 func runPair(t *testing.T, self string, tl tools, prefix string, c Client, u User, round int, steps []Step, benchN int) (Pair, bool) {
 	t.Helper()
+	// Other packages' tests change /etc, which each run checks: keep
+	// them out meanwhile.
+	defer testuser.WatchingEtc()()
 	p := Pair{Client: c.Name, User: u, Round: round}
 	modes := []string{Plain, Undosh}
 	if round%2 == 1 {

@@ -216,6 +216,10 @@ type Step struct {
 	// overlapped is set when another step on a shared workspace was
 	// running at Begin.
 	overlapped bool
+	// shell, when set, names the process the step's shell runs in,
+	// when that is not the process that runs the step (a hand-over).
+	shell string
+	view  bool
 }
 
 // Begin numbers a new step that may change any workspace and marks it
@@ -293,6 +297,11 @@ type running struct {
 	// from before roots were recorded) means any.
 	Roots  []string `json:"roots"`
 	Record Record   `json:"record"`
+	// Shell names the process the step's shell runs in, when another
+	// undosh holds the step for it (a hand-over); View says that shell
+	// runs in a view of the machine.
+	Shell string `json:"shell,omitempty"`
+	View  bool   `json:"view,omitempty"`
 }
 
 // overlapFlag names the file whose presence says that another step began
@@ -326,7 +335,7 @@ func within(p, dir string) bool {
 // above all), for the journal to keep if undosh is killed before Finish.
 func (s *Step) Running(rec Record) error {
 	rec.ID = s.ID
-	data, err := json.Marshal(running{Proc: procID(os.Getpid()), Roots: s.roots, Record: rec})
+	data, err := json.Marshal(running{Proc: procID(os.Getpid()), Roots: s.roots, Record: rec, Shell: s.shell, View: s.view})
 	if err != nil {
 		return err
 	}
@@ -338,6 +347,58 @@ func (s *Step) Running(rec Record) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
+}
+
+// HeldFor says that the step's shell runs in process pid, not in this
+// one, and whether it runs in a view of the machine: the next
+// [Step.Running] records it, for nested invocations to find ([Shells]).
+func (s *Step) HeldFor(pid int, view bool) {
+	s.shell, s.view = procID(pid), view
+}
+
+// Shell is a running step whose shell runs in a process of its own.
+type Shell struct {
+	Step  int
+	Class string
+	// Supervisor is the pid of the undosh that holds the step.
+	Supervisor int
+	View       bool
+	proc       string
+}
+
+// Is reports whether pid is the process the step's shell runs in (and
+// not another that reuses its number).
+func (s Shell) Is(pid int) bool { return s.proc == procID(pid) }
+
+// Shells returns the running steps in stateDir whose shell runs in a
+// process other than their undosh's, by that process's pid.
+func Shells(stateDir string) map[int]Shell {
+	ents, err := os.ReadDir(filepath.Join(stateDir, "active"))
+	if err != nil || len(ents) == 0 {
+		return nil
+	}
+	var out map[int]Shell
+	for _, e := range ents {
+		id, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(stateDir, "active", e.Name()))
+		var r running
+		if err != nil || json.Unmarshal(data, &r) != nil || r.Shell == "" {
+			continue
+		}
+		pid, err1 := strconv.Atoi(strings.Fields(r.Shell)[0])
+		sup, err2 := strconv.Atoi(strings.Fields(r.Proc + " 0")[0])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if out == nil {
+			out = map[int]Shell{}
+		}
+		out[pid] = Shell{Step: id, Class: r.Record.Class, Supervisor: sup, View: r.View, proc: r.Shell}
+	}
+	return out
 }
 
 func (j *Journal) readSeq() (int, error) {
@@ -502,7 +563,7 @@ func RunningIn(stateDir string, pid int) int {
 		}
 		data, err := os.ReadFile(filepath.Join(active, e.Name()))
 		var r running
-		if err == nil && json.Unmarshal(data, &r) == nil && r.Proc == want {
+		if err == nil && json.Unmarshal(data, &r) == nil && (r.Proc == want || r.Shell == want) {
 			return id
 		}
 	}
@@ -517,20 +578,27 @@ func procID(pid int) string {
 
 // startTime returns field 22 of /proc/pid/stat, or "" when pid is gone.
 func startTime(pid int) string {
+	st, _ := procStat(pid)
+	return st
+}
+
+// procStat returns fields 22 (the start time) and 3 (the state) of
+// /proc/pid/stat, or "" when pid is gone.
+func procStat(pid int) (start, state string) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	// The command name (field 2) may hold spaces and parentheses.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return ""
+		return "", ""
 	}
 	f := strings.Fields(string(data[i+1:]))
 	if len(f) < 20 {
-		return ""
+		return "", ""
 	}
-	return f[19]
+	return f[19], f[0]
 }
 
 // alive reports whether the process named by id (from procID) runs.
@@ -540,7 +608,10 @@ func alive(id string) bool {
 	if !ok || err != nil {
 		return false
 	}
-	return st != "" && startTime(n) == st
+	// A zombie has ended: a supervisor killed after its shell ended is
+	// no child of anyone who waits for it, and may stay one a while.
+	start, state := procStat(n)
+	return st != "" && start == st && state != "Z" && state != "X"
 }
 
 func writeDurable(name string, data []byte) error {

@@ -204,3 +204,25 @@ func TestUnfinishedRollbacks(t *testing.T) {
 		t.Errorf("pending directory left after finishing: %v", err)
 	}
 }
+
+// A process that has ended but is not yet reaped (a zombie) is not alive:
+// a killed supervisor may stay one a while, its parent gone.
+func TestAliveZombie(t *testing.T) {
+	t.Parallel()
+	p, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{})
+	if err != nil {
+		t.Skip(err)
+	}
+	defer p.Wait()
+	id := procID(p.Pid)
+	for range 1000 {
+		if _, state := procStat(p.Pid); state == "Z" {
+			if alive(id) {
+				t.Errorf("zombie %d is alive", p.Pid)
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Skip("the child never became a zombie")
+}
