@@ -93,21 +93,15 @@ func (c *Conn) Send(in Instruction) error {
 	default:
 		return fmt.Errorf("handover: unknown instruction %q", in.Kind)
 	}
-	var body bytes.Buffer
 	var fds []int
+	var open [3]bool
 	for i := range 3 {
 		if i < len(in.Files) && in.Files[i] != nil {
-			body.WriteByte('o')
+			open[i] = true
 			fds = append(fds, int(in.Files[i].Fd()))
-		} else {
-			body.WriteByte('c')
 		}
 	}
-	body.WriteByte(0)
-	for _, s := range append(append([]string{in.Path, strconv.Itoa(len(in.Argv))}, in.Argv...), in.Env...) {
-		body.WriteString(s)
-		body.WriteByte(0)
-	}
+	body := encodeExec(open, in.Path, in.Argv, in.Env)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
@@ -118,8 +112,8 @@ func (c *Conn) Send(in Instruction) error {
 		return fmt.Errorf("handover: send: %w", err)
 	}
 	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(body.Len()))
-	return c.write(append(n[:], body.Bytes()...))
+	binary.BigEndian.PutUint32(n[:], uint32(len(body)))
+	return c.write(append(n[:], body...))
 }
 
 // Receive waits for the supervisor's instruction. It returns io.EOF when
@@ -174,26 +168,15 @@ func (c *Conn) Receive() (Instruction, error) {
 		closeAll(got)
 		return Instruction{}, err
 	}
-	fields := bytes.Split(bytes.TrimSuffix(body, []byte{0}), []byte{0})
-	if len(fields) < 3 || len(fields[0]) != 3 {
+	open, path, argv, env, err := decodeExec(body)
+	if err != nil {
 		closeAll(got)
-		return Instruction{}, errors.New("handover: malformed exec instruction")
+		return Instruction{}, err
 	}
-	argc, err := strconv.Atoi(string(fields[2]))
-	if err != nil || argc < 0 || argc > len(fields)-3 {
-		closeAll(got)
-		return Instruction{}, errors.New("handover: malformed exec instruction")
-	}
-	in.Path = string(fields[1])
-	for _, f := range fields[3 : 3+argc] {
-		in.Argv = append(in.Argv, string(f))
-	}
-	for _, f := range fields[3+argc:] {
-		in.Env = append(in.Env, string(f))
-	}
+	in.Path, in.Argv, in.Env = path, argv, env
 	in.Files = make([]*os.File, 3)
-	for i, m := range fields[0] {
-		if m != 'o' {
+	for i, o := range open {
+		if !o {
 			continue
 		}
 		if len(got) == 0 {
@@ -281,4 +264,57 @@ func closeAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// encodeExec is an exec instruction's body: which of fds 0-2 travel
+// ('o') or are closed ('c'), then the path, argc, argv and environment,
+// each ended by a NUL.
+func encodeExec(open [3]bool, path string, argv, env []string) []byte {
+	var body bytes.Buffer
+	for _, o := range open {
+		if o {
+			body.WriteByte('o')
+		} else {
+			body.WriteByte('c')
+		}
+	}
+	body.WriteByte(0)
+	for _, s := range append(append([]string{path, strconv.Itoa(len(argv))}, argv...), env...) {
+		body.WriteString(s)
+		body.WriteByte(0)
+	}
+	return body.Bytes()
+}
+
+// decodeExec reads what encodeExec wrote.
+func decodeExec(body []byte) (open [3]bool, path string, argv, env []string, err error) {
+	bad := errors.New("handover: malformed exec instruction")
+	if len(body) == 0 || body[len(body)-1] != 0 {
+		return open, "", nil, nil, bad
+	}
+	fields := bytes.Split(body[:len(body)-1], []byte{0})
+	if len(fields) < 3 || len(fields[0]) != 3 {
+		return open, "", nil, nil, bad
+	}
+	for i, m := range fields[0] {
+		switch m {
+		case 'o':
+			open[i] = true
+		case 'c':
+		default:
+			return open, "", nil, nil, bad
+		}
+	}
+	argc, err := strconv.Atoi(string(fields[2]))
+	if err != nil || argc < 0 || argc > len(fields)-3 || strconv.Itoa(argc) != string(fields[2]) {
+		return open, "", nil, nil, bad
+	}
+	path = string(fields[1])
+	for _, f := range fields[3 : 3+argc] {
+		argv = append(argv, string(f))
+	}
+	for _, f := range fields[3+argc:] {
+		env = append(env, string(f))
+	}
+	return open, path, argv, env, nil
 }
