@@ -17,6 +17,13 @@ func TestRoundTrip(t *testing.T) {
 	send, recv := NewConn(a), NewConn(b)
 	defer send.Close()
 	defer recv.Close()
+	// sent sends in from another goroutine (a message may be larger than
+	// the socket's buffer) and returns what Send returned, once it did.
+	sent := func(in Instruction) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- send.Send(in) }()
+		return done
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -24,9 +31,12 @@ func TestRoundTrip(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	in := Instruction{Kind: Exec, Path: "/bin/bash", Argv: []string{"-bash", "-c", "echo hi", ""}, Env: []string{"A=1", "B="}, Files: []*os.File{nil, w, w}}
-	go send.Send(in)
+	done := sent(in)
 	got, err := recv.Receive()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if got.Kind != Exec || got.Path != in.Path || !slices.Equal(got.Argv, in.Argv) || !slices.Equal(got.Env, in.Env) {
@@ -46,10 +56,13 @@ func TestRoundTrip(t *testing.T) {
 	got.Files[1].Close()
 	got.Files[2].Close()
 	for _, want := range []Instruction{{Kind: Exit, Code: -3}, {Kind: Exit, Code: 130}, {Kind: Fallback}} {
-		go send.Send(want)
+		done := sent(want)
 		got, err := recv.Receive()
 		if err != nil || got.Kind != want.Kind || got.Code != want.Code {
 			t.Errorf("sent %+v, received %+v, %v", want, got, err)
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
 	}
 }
