@@ -1,8 +1,6 @@
 package shell
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,48 +14,18 @@ import (
 
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/corpus"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/policy"
 )
 
-// corpusCommand is one command of testdata/classify/*.txt.
-type corpusCommand struct {
-	at, cmd string
-}
-
-func loadCommands(t *testing.T) []corpusCommand {
+func loadCommands(t *testing.T) []corpus.Line {
 	t.Helper()
-	files, err := filepath.Glob("../testdata/classify/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no corpus files: %v", err)
+	lines, err := corpus.Read("../testdata/classify")
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []corpusCommand
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for n := 1; sc.Scan(); n++ {
-			text := sc.Text()
-			if strings.TrimSpace(text) == "" || strings.HasPrefix(text, "#") {
-				continue
-			}
-			_, cmd, ok := strings.Cut(text, "\t")
-			if !ok {
-				t.Fatalf("%s:%d: no tab", name, n)
-			}
-			if strings.HasPrefix(cmd, `"`) {
-				if err := json.Unmarshal([]byte(cmd), &cmd); err != nil {
-					t.Fatalf("%s:%d: %v", name, n, err)
-				}
-			}
-			out = append(out, corpusCommand{at: fmt.Sprintf("%s:%d", filepath.Base(name), n), cmd: cmd})
-		}
-		f.Close()
-	}
-	return out
+	return lines
 }
 
 // The outcome of a step, as either decider says it: "exec" (the real
@@ -192,10 +160,10 @@ func TestSameDecision(t *testing.T) {
 			seen := map[string]int{}
 			for i, cc := range cmds {
 				script := filepath.Join(scripts, fmt.Sprintf("step%d", i))
-				if err := os.WriteFile(script, []byte(cc.cmd), 0o600); err != nil {
+				if err := os.WriteFile(script, []byte(cc.Command), 0o600); err != nil {
 					t.Fatal(err)
 				}
-				argv := cf.argv(cc.cmd, script)
+				argv := cf.argv(cc.Command, script)
 				a := c.answer(request{argv: argv, env: env, cwd: cwd}, peer)
 				// The classifier journals the read-only steps it passes.
 				for len(c.records) > 0 {
@@ -209,14 +177,14 @@ func TestSameDecision(t *testing.T) {
 					// workspace: undosh takes it.
 					pol, _ := c.policy(getenv, stateDir)
 					_, _, err := readOnlyCheckpoint(readOnlyStep{stateDir: stateDir, pol: pol, home: home, cwd: cwd,
-						command: cc.cmd, pid: os.Getpid(), watch: c.watch})
+						command: cc.Command, pid: os.Getpid(), watch: c.watch})
 					if errors.Is(err, checkpoint.ErrWouldWalk) {
 						seen["walk"]++
 						continue
 					}
 				}
 				if got != want {
-					t.Errorf("%s: %q: the classifier answers %c (%s), undosh would %s it", cc.at, cc.cmd, a.verdict, got, want)
+					t.Errorf("%s: %q: the classifier answers %c (%s), undosh would %s it", cc.At(), cc.Command, a.verdict, got, want)
 				}
 			}
 			t.Logf("%d commands: %v", len(cmds), seen)

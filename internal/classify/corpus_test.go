@@ -1,13 +1,10 @@
 package classify
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/undosh/undosh/internal/corpus"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -21,44 +18,20 @@ type corpusLine struct {
 
 func loadCorpus(t testing.TB) []corpusLine {
 	t.Helper()
-	files, err := filepath.Glob("../../testdata/classify/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no corpus files: %v", err)
+	lines, err := corpus.Read("../../testdata/classify")
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []corpusLine
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
+	out := make([]corpusLine, 0, len(lines))
+	for _, l := range lines {
+		cl := corpusLine{file: l.File, line: l.Line, cmd: l.Command}
+		label, egress := strings.CutSuffix(l.Label, "+egress")
+		c, ok := policy.ParseClass(label)
+		if !ok {
+			t.Fatalf("%s: bad label %q", l.At(), l.Label)
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		n := 0
-		for sc.Scan() {
-			n++
-			text := sc.Text()
-			if strings.TrimSpace(text) == "" || strings.HasPrefix(text, "#") {
-				continue
-			}
-			label, cmd, ok := strings.Cut(text, "\t")
-			if !ok {
-				t.Fatalf("%s:%d: no tab", name, n)
-			}
-			if strings.HasPrefix(cmd, `"`) {
-				if err := json.Unmarshal([]byte(cmd), &cmd); err != nil {
-					t.Fatalf("%s:%d: %v", name, n, err)
-				}
-			}
-			cl := corpusLine{file: filepath.Base(name), line: n, cmd: cmd}
-			label, cl.egress = strings.CutSuffix(label, "+egress")
-			c, ok := policy.ParseClass(label)
-			if !ok {
-				t.Fatalf("%s:%d: bad label %q", name, n, label)
-			}
-			cl.class = c
-			out = append(out, cl)
-		}
-		f.Close()
+		cl.class, cl.egress = c, egress
+		out = append(out, cl)
 	}
 	return out
 }
