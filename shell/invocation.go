@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Mode says where the commands of an invocation come from.
@@ -96,10 +97,7 @@ func ShellIsSh(execfn, argv0, cwd string, getenv func(string) string) bool {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(cwd, p)
 	}
-	sys := make([]string, 0, len(systemShells))
-	for _, s := range systemShells {
-		sys = append(sys, resolveDir(s))
-	}
+	sys := systemShellPaths()
 	// Each link on the way counts (/usr/local/bin/sh -> /bin/sh is the
 	// system's sh), up to the kernel's own limit of 40.
 	for range 40 {
@@ -118,6 +116,16 @@ func ShellIsSh(execfn, argv0, cwd string, getenv func(string) string) bool {
 	}
 	return false
 }
+
+// systemShellPaths are systemShells with their directories resolved,
+// once: the classifier decides by them on every request.
+var systemShellPaths = sync.OnceValue(func() []string {
+	sys := make([]string, 0, len(systemShells))
+	for _, s := range systemShells {
+		sys = append(sys, resolveDir(s))
+	}
+	return sys
+})
 
 // resolveDir is p with the symbolic links of its directory resolved
 // (/bin/sh is /usr/bin/sh where /bin links to usr/bin), its last
