@@ -1,0 +1,116 @@
+package procs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestReadSelf(t *testing.T) {
+	p, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if p.PID != os.Getpid() || p.PPID != os.Getppid() || p.Cwd != wd || p.UID != os.Getuid() || p.Start == 0 {
+		t.Fatalf("Read(self) = %+v", p)
+	}
+	if !p.Alive() || !p.Startable() {
+		t.Fatalf("self not alive or not startable: %+v", p)
+	}
+	if _, err := Read(1 << 30); !os.IsNotExist(errUnwrap(err)) {
+		t.Fatalf("Read of no process: %v, want not exist", err)
+	}
+}
+
+func errUnwrap(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+func TestParseStatComm(t *testing.T) {
+	p, err := parseStat([]byte("42 (a) b (c)) S 7 8 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PID != 42 || p.Comm != "a) b (c)" || p.PPID != 7 || p.Group != 8 || p.Session != 9 || p.Start != 12345 {
+		t.Fatalf("got %+v", p)
+	}
+	for _, bad := range []string{"", "42", "x (a) S 1 2 3", "42 (a) S 1 2", "42 (a"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("parseStat(%q) took it", bad)
+		}
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("42 (a) S 7 8 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0"))
+	f.Add([]byte("1 (()) S 0 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parseStat(b)
+		if err == nil && p.PID < 0 && !strings.Contains(string(b), "-") {
+			t.Fatalf("negative pid from %q", b)
+		}
+	})
+}
+
+// TestStartAgain starts a process, reads it, stops it, and starts it again
+// from what was read: same program, arguments, directory and environment.
+func TestStartAgain(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", `echo "$MARK" > started.$$; exec sleep 300`, "name")
+	cmd.Dir = dir
+	cmd.Env = []string{"MARK=hello", "PATH=/usr/bin:/bin"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	var p Proc
+	for { // the shell execs sleep: wait for that event in /proc
+		q, err := Read(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Comm == "sleep" {
+			p = q
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !slices.Equal(p.Argv, []string{"sleep", "300"}) || p.Cwd != dir || !slices.Contains(p.Env, "MARK=hello") {
+		t.Fatalf("read %+v", p)
+	}
+	if !Stop(p, syscall.SIGTERM, 10*time.Second) {
+		t.Fatal("sleep did not end on SIGTERM")
+	}
+	if p.Alive() {
+		t.Fatal("alive after Stop")
+	}
+	q, err := Start(p, filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Stop(q, syscall.SIGKILL, 5*time.Second)
+	if q.PID == p.PID || !q.Alive() || !slices.Equal(q.Argv, p.Argv) || q.Cwd != dir || q.Session != q.PID {
+		t.Fatalf("started again: %+v", q)
+	}
+	if tree := Tree([]Proc{p, q, {PID: 99, PPID: q.PID}}, q.PID); len(tree) != 2 || tree[1].PID != 99 {
+		t.Fatalf("Tree = %+v", tree)
+	}
+}
+
+func TestStartNotStartable(t *testing.T) {
+	if _, err := Start(Proc{Comm: "kworker"}, filepath.Join(t.TempDir(), "log")); err == nil || !strings.Contains(err.Error(), "cannot start") {
+		t.Fatalf("Start of a kernel thread: %v", err)
+	}
+}
