@@ -129,6 +129,26 @@ func (d *Decision) WritesSeen() bool {
 	return true
 }
 
+// Live returns what the step's machine-class reasons act on that lives on
+// this machine (each rule's live, once), and whether every one of them
+// does. When all do, a copy of the machine is no use to the step (it has
+// no server in it, and none of the sandbox's processes): with no sandbox
+// host, it runs on the machine under a checkpoint of what it names.
+func (d *Decision) Live() (names []string, all bool) {
+	all = d.Class == Fork
+	for _, r := range d.Reasons {
+		if r.Class != Fork {
+			continue
+		}
+		if r.Live == "" {
+			all = false
+		} else if !containsStr(names, r.Live) {
+			names = append(names, r.Live)
+		}
+	}
+	return names, all && len(names) > 0
+}
+
 // Checks are the run-time conditions of a constrained step.
 type Checks struct {
 	// Branch: the step pushes the current branch of Cwd (or HEAD), which
@@ -151,6 +171,9 @@ type Reason struct {
 	Egress  bool    `json:"egress,omitempty"`
 	Verdict Verdict `json:"verdict"`
 	Message string  `json:"message,omitempty"`
+	// Live is the rule's live: what the command acts on that lives on
+	// this machine, not in a copy of it.
+	Live string `json:"live,omitempty"`
 }
 
 // Decide maps the facts of one step to a decision.
@@ -295,7 +318,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 		for _, r := range matched {
 			cls = max(cls, r.Class)
 			out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: text, Class: r.Class,
-				Egress: r.Egress, Verdict: r.Verdict, Message: r.Message})
+				Egress: r.Egress, Verdict: r.Verdict, Message: r.Message, Live: r.Live})
 		}
 		if definite != nil {
 			decided = definite

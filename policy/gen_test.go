@@ -84,8 +84,8 @@ func generate(p *Policy) []byte {
 	// data: loading the default allocates and runs almost nothing.
 	w("var defaultRules = []Rule{\n")
 	for _, r := range p.Rules {
-		w("{Name: %q, At: %q, Programs: %s, Sub: %s, IfArgs: %s, UnlessArgs: %s, Hosts: %q, SQL: %q, MaxArgs: %d, Root: %v, Scaffold: %v, Own: %v, Getopt: %v, Emits: %s, Class: %d, Egress: %v, Verdict: %d, Constraint: %q, Rollback: %q, Verify: %q, Message: %q, nameLine: %d, nameCol: %d,\nnames: %s, patterns: %s, subFields: %s, ifFields: %s, unlessFields: %s},\n",
-			r.Name, r.At, strs(r.Programs), strs(r.Sub), strs(r.IfArgs), strs(r.UnlessArgs), r.Hosts, r.SQL, r.MaxArgs, r.Root, r.Scaffold, r.Own, r.Getopt, strs(r.Emits), r.Class, r.Egress, r.Verdict, r.Constraint, r.Rollback, r.Verify, r.Message, r.nameLine, r.nameCol,
+		w("{Name: %q, At: %q, Programs: %s, Sub: %s, IfArgs: %s, UnlessArgs: %s, Hosts: %q, SQL: %q, MaxArgs: %d, Root: %v, Scaffold: %v, Own: %v, Getopt: %v, Emits: %s, Live: %q, Class: %d, Egress: %v, Verdict: %d, Constraint: %q, Rollback: %q, Verify: %q, Message: %q, nameLine: %d, nameCol: %d,\nnames: %s, patterns: %s, subFields: %s, ifFields: %s, unlessFields: %s},\n",
+			r.Name, r.At, strs(r.Programs), strs(r.Sub), strs(r.IfArgs), strs(r.UnlessArgs), r.Hosts, r.SQL, r.MaxArgs, r.Root, r.Scaffold, r.Own, r.Getopt, strs(r.Emits), r.Live, r.Class, r.Egress, r.Verdict, r.Constraint, r.Rollback, r.Verify, r.Message, r.nameLine, r.nameCol,
 			strs(r.names), strs(r.patterns), fields(r.subFields), fields(r.ifFields), fields(r.unlessFields))
 	}
 	w("}\n\nvar defaultPaths = []PathRule{\n")
@@ -105,6 +105,13 @@ func generate(p *Policy) []byte {
 	w("Egress: Egress{ProtectedBranches: %s, AllowForcePush: %v, PushNeedsVerify: %v},\n", strs(p.Egress.ProtectedBranches), p.Egress.AllowForcePush, p.Egress.PushNeedsVerify)
 	w("Host: Host{Address: %q, Fallback: %q},\n", p.Host.Address, p.Host.Fallback)
 	w("Cost: Cost{VCPUHour: %v, GiBHour: %v, SnapshotGBMonth: %v},\n", p.Cost.VCPUHour, p.Cost.GiBHour, p.Cost.SnapshotGBMonth)
+	if len(p.Services) > 0 {
+		w("Services: []ServiceDecl{\n")
+		for _, s := range p.Services {
+			w("{Name: %q, At: %q, Kind: %q, Process: %q, PIDFile: %q, Data: %s, Stop: %q, Start: %q, Port: %d},\n", s.Name, s.At, s.Kind, s.Process, s.PIDFile, strs(s.Data), s.Stop, s.Start, s.Port)
+		}
+		w("},\n")
+	}
 	w("Rules: defaultRules,\nPaths: defaultPaths,\nindex: &defaultIndex,\n")
 	w("Examples: []Example{\n")
 

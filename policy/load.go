@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,6 +108,7 @@ func (p *Policy) clone() *Policy {
 	c.Rules = append([]Rule(nil), p.Rules...)
 	c.Paths = append([]PathRule(nil), p.Paths...)
 	c.Examples = append([]Example(nil), p.Examples...)
+	c.Services = append([]ServiceDecl(nil), p.Services...)
 	c.Egress.ProtectedBranches = append([]string(nil), p.Egress.ProtectedBranches...)
 	c.index = nil
 	c.at = make(map[string]string, len(p.at))
@@ -128,6 +130,14 @@ func (f *file) checkNames() error {
 		}
 		seen[r.Name] = r
 	}
+	svc := map[string]string{}
+	for _, s := range f.services {
+		if at, ok := svc[s.Name]; ok {
+			return &LoadError{File: f.name, Msg: fmt.Sprintf("service %q is declared twice (at %s and %s)", s.Name, at, s.At),
+				Hint: "give each service its own name"}
+		}
+		svc[s.Name] = s.At
+	}
 	return nil
 }
 
@@ -146,6 +156,7 @@ type file struct {
 	allowForce, pushVerify           *bool
 	hostAddr, hostFallback           *string
 	cost                             map[string]float64
+	services                         []ServiceDecl
 
 	rules    []Rule
 	paths    []PathRule
@@ -203,6 +214,7 @@ func (f *file) applyTo(p *Policy) {
 	if f.hostFallback != nil {
 		p.Host.Fallback = *f.hostFallback
 	}
+	p.Services = append(p.Services, f.services...)
 	for k, v := range f.cost {
 		switch k {
 		case "vcpu_hour":
@@ -488,7 +500,7 @@ func (r *reader) escalate(n ast.Node) string {
 func ptr[T any](v T) *T { return &v }
 
 var topKeys = []string{"version", "extends", "workspace", "checkpoint", "rollback", "verify",
-	"classes", "trusted_dirs", "enforce", "escalate", "self_protect", "egress", "host", "cost", "rules", "paths", "examples"}
+	"classes", "trusted_dirs", "enforce", "escalate", "self_protect", "egress", "host", "cost", "services", "rules", "paths", "examples"}
 
 // parseFile parses one policy file.
 func parseFile(name string, data []byte) (*file, error) {
@@ -592,6 +604,12 @@ func parseFile(name string, data []byte) (*file, error) {
 			for _, c := range r.mapping(fl.value, "cost", []string{"vcpu_hour", "gib_hour", "snapshot_gb_month"}) {
 				f.cost[c.key] = r.rate(c.value, "cost."+c.key)
 			}
+		case "services":
+			for _, n := range r.seq(fl.value, "services") {
+				if s, ok := r.service(n); ok {
+					f.services = append(f.services, s)
+				}
+			}
 		case "rules":
 			for _, n := range r.seq(fl.value, "rules") {
 				if rule, ok := r.rule(n); ok {
@@ -675,7 +693,7 @@ func (r *reader) size(n ast.Node) int64 {
 }
 
 var ruleKeys = []string{"name", "program", "programs", "sub", "if_args", "unless_args", "hosts", "sql",
-	"max_args", "root", "scaffold", "own", "emits", "getopt", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
+	"max_args", "root", "scaffold", "own", "emits", "getopt", "live", "class", "egress", "verdict", "constraint", "rollback", "verify", "message"}
 
 func (r *reader) rule(n ast.Node) (Rule, bool) {
 	rule := Rule{At: r.at(n), Verdict: Run}
@@ -730,6 +748,11 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 					r.fail(r.unwrap(e), fmt.Sprintf("emits names %q, which is not a shell variable", rule.Emits[i]), "name variables: letters, digits and _, not starting with a digit")
 				}
 			}
+		case "live":
+			rule.Live = r.str(fl.value, "live")
+			if !validServiceName(rule.Live) {
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("live %q is not a name", rule.Live), "name a kind of service (postgres, mysql, redis, mongodb), database, services, processes, or a service declared under services:")
+			}
 		case "class":
 			rule.Class = r.class(fl.value, "class")
 			haveClass = true
@@ -761,6 +784,75 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 		r.fail(n, fmt.Sprintf("rule %q constrains without saying how", rule.Name), "add `constraint: push` or a sentence that says when it may run")
 	}
 	return rule, r.err == nil
+}
+
+// validServiceName reports whether s can name a service: letters,
+// digits, '.', '_' and '-', starting with a letter.
+func validServiceName(s string) bool {
+	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// serviceKinds are the kinds of service undosh knows how to handle.
+var serviceKinds = []string{"postgres", "mysql", "redis", "mongodb"}
+
+func (r *reader) service(n ast.Node) (ServiceDecl, bool) {
+	s := ServiceDecl{At: r.at(n)}
+	for _, fl := range r.mapping(n, "a service", []string{"name", "kind", "process", "pidfile", "data", "stop", "start", "port"}) {
+		switch fl.key {
+		case "name":
+			s.Name = r.str(fl.value, "name")
+			if !validServiceName(s.Name) || slices.Contains([]string{LiveDatabase, LiveServices, LiveProcesses}, s.Name) {
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("service name %q is not a name, or is one undosh keeps (database, services, processes)", s.Name), "use letters, digits, '.', '_' and '-', starting with a letter")
+			}
+		case "kind":
+			s.Kind = r.str(fl.value, "kind")
+			if !slices.Contains(serviceKinds, s.Kind) {
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("service kind %q is not one undosh knows", s.Kind), "use postgres, mysql, redis or mongodb, or leave kind out for a generic service")
+			}
+		case "process":
+			s.Process = r.str(fl.value, "process")
+			if _, err := path.Match(s.Process, "x"); err != nil {
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("bad process pattern %q", s.Process), "a glob over the program's base name: myserver, node*")
+			}
+		case "pidfile":
+			s.PIDFile = r.str(fl.value, "pidfile")
+			if !strings.HasPrefix(s.PIDFile, "/") {
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("pidfile %q is not an absolute path", s.PIDFile), "start it with /")
+			}
+		case "data":
+			s.Data = r.absPaths(fl.value, "data")
+		case "stop":
+			s.Stop = r.str(fl.value, "stop")
+		case "start":
+			s.Start = r.str(fl.value, "start")
+		case "port":
+			p, err := strconv.Atoi(r.str(fl.value, "port"))
+			if err != nil || p < 1 || p > 65535 {
+				r.fail(r.unwrap(fl.value), "port must be a number from 1 to 65535", "")
+			}
+			s.Port = p
+		}
+	}
+	if r.err != nil {
+		return s, false
+	}
+	switch {
+	case s.Name == "":
+		r.fail(n, "a service has no name", "add `name: something-short`; rules name it in live:, and notices quote it")
+	case s.Process == "" && s.PIDFile == "":
+		r.fail(n, fmt.Sprintf("service %q does not say how to find it", s.Name), "add `process: PROGRAM` (a glob over the program's base name) or `pidfile: /run/NAME.pid`")
+	case len(s.Data) == 0:
+		r.fail(n, fmt.Sprintf("service %q names no data", s.Name), "add `data: [/var/lib/NAME]`: the directories or files undosh checkpoints before a step that talks to it")
+	}
+	return s, r.err == nil
 }
 
 func (r *reader) pathRule(n ast.Node) (PathRule, bool) {

@@ -465,6 +465,47 @@ func TestLoadErrors(t *testing.T) {
 			src:  "version: 1\nexamples: ls\n",
 			line: 2, col: 11, msg: "examples must be a list", hint: "start each entry with `- `",
 		},
+		// Services and live.
+		{
+			name: "service without a name",
+			src:  "version: 1\nservices:\n  - process: myd\n    data: [/srv/d]\n",
+			line: 3, col: 5, msg: "a service has no name", hint: "add `name:",
+		},
+		{
+			name: "service that cannot be found",
+			src:  "version: 1\nservices:\n  - name: myd\n    data: [/srv/d]\n",
+			line: 3, col: 5, msg: `service "myd" does not say how to find it`, hint: "process: PROGRAM",
+		},
+		{
+			name: "service without data",
+			src:  "version: 1\nservices:\n  - name: myd\n    process: myd\n",
+			line: 3, col: 5, msg: `service "myd" names no data`, hint: "data: [/var/lib/NAME]",
+		},
+		{
+			name: "service with relative data",
+			src:  "version: 1\nservices:\n  - name: myd\n    process: myd\n    data: [srv/d]\n",
+			line: 5, col: 12, msg: "is not an absolute path", hint: "start it with /",
+		},
+		{
+			name: "service of an unknown kind",
+			src:  "version: 1\nservices:\n  - name: myd\n    kind: oracle\n    process: myd\n    data: [/d]\n",
+			line: 4, col: 11, msg: `service kind "oracle"`, hint: "postgres, mysql, redis or mongodb",
+		},
+		{
+			name: "service with a reserved name",
+			src:  "version: 1\nservices:\n  - name: database\n    process: myd\n    data: [/d]\n",
+			line: 3, col: 11, msg: "is one undosh keeps", hint: "letters, digits",
+		},
+		{
+			name: "service with a bad port",
+			src:  "version: 1\nservices:\n  - name: myd\n    process: myd\n    data: [/d]\n    port: 70000\n",
+			line: 6, col: 11, msg: "port must be a number", hint: "",
+		},
+		{
+			name: "rule with a bad live",
+			src:  "version: 1\nrules:\n  - {name: a, program: x, class: fork, live: \"my db\"}\n",
+			line: 3, col: 46, msg: `live "my db" is not a name`, hint: "a kind of service",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -827,4 +868,41 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadServices: services a user declares are added to the default's
+// (which has none), with every field, and one declared twice is refused.
+func TestLoadServices(t *testing.T) {
+	t.Parallel()
+	const user = `version: 1
+services:
+  - name: queue
+    process: "myqueue*"
+    data: [/srv/queue, /etc/myqueue.conf]
+    stop: myqueuectl stop
+    start: myqueuectl start
+    port: 7000
+  - name: cache
+    kind: redis
+    pidfile: /run/cache.pid
+    data: [/srv/cache]
+`
+	p, err := policy.Load("p.yaml", []byte(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Services) != 2 {
+		t.Fatalf("Services = %+v", p.Services)
+	}
+	q, c := p.Services[0], p.Services[1]
+	if q.Name != "queue" || q.Process != "myqueue*" || len(q.Data) != 2 || q.Stop != "myqueuectl stop" || q.Start != "myqueuectl start" || q.Port != 7000 || q.At != "p.yaml:3" {
+		t.Errorf("queue = %+v", q)
+	}
+	if c.Kind != "redis" || c.PIDFile != "/run/cache.pid" {
+		t.Errorf("cache = %+v", c)
+	}
+	_, err = policy.Load("p.yaml", []byte(user+"  - {name: queue, process: q, data: [/q]}\n"))
+	if err == nil || !strings.Contains(err.Error(), `service "queue" is declared twice`) {
+		t.Errorf("a service declared twice: %v", err)
+	}
 }

@@ -143,6 +143,9 @@ type Policy struct {
 	Rules    []Rule
 	Paths    []PathRule
 	Examples []Example
+	// Services declares services of the sandbox that undosh does not
+	// find by itself (services: in the policy).
+	Services []ServiceDecl
 
 	// at records where each setting came from, for reasons.
 	at map[string]string
@@ -232,6 +235,12 @@ type Rule struct {
 	// "$(program …)"` is then those assignments, of values known only
 	// at run time, rather than code the parser cannot see.
 	Emits []string
+	// Live names what the command acts on that lives on this machine and
+	// not in a copy of it: a kind of service (postgres, mysql, redis,
+	// mongodb), database (any of those), services (every service, the
+	// declared ones too), a declared service's name, or processes (the
+	// sandbox's own, which kill signals). See [Decision.Live].
+	Live string
 
 	Class      Class
 	Egress     bool
@@ -249,6 +258,33 @@ type Rule struct {
 	names                             []string
 	patterns                          []string
 	subFields, ifFields, unlessFields [][]string
+}
+
+// Live values that are not a kind of service or a declared name.
+const (
+	LiveDatabase  = "database"  // every database server detected
+	LiveServices  = "services"  // every service, declared ones too
+	LiveProcesses = "processes" // the sandbox's processes (kill)
+)
+
+// ServiceDecl is a service the policy declares: how to find it, where
+// its data is, and how to stop and start it (docs/services.md).
+type ServiceDecl struct {
+	Name string
+	At   string
+	// Kind lends a known kind's handling (postgres, mysql, redis,
+	// mongodb); "" is a generic service.
+	Kind string
+	// Process is a glob over the base name of the program; PIDFile a
+	// file that holds the main process's pid. One of them is set.
+	Process string
+	PIDFile string
+	// Data are absolute paths: directories or files.
+	Data []string
+	// Stop and Start are shell commands; "" is the default (SIGTERM,
+	// and the main process's command line again).
+	Stop, Start string
+	Port        int
 }
 
 // PathRule maps written paths to a class.
