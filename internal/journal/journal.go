@@ -28,6 +28,7 @@ import (
 
 	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/flock"
+	"github.com/undosh/undosh/internal/procs"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -121,6 +122,28 @@ type Record struct {
 	HostOp       string `json:"host_op,omitempty"`
 	// Escalated is set when the step wrote beyond what its class allows.
 	Escalated *Escalation `json:"escalated,omitempty"`
+
+	// Services are the service checkpoints of a live step, run on the
+	// machine because it talks to services running here.
+	Services []ServicePoint `json:"services,omitempty"`
+	// Killed are the processes of the sandbox that a live step's kill,
+	// pkill or killall ended, as they were just before: undoctl back
+	// starts them again. Their memory is lost.
+	Killed []procs.Proc `json:"killed,omitempty"`
+}
+
+// ServicePoint is the checkpoint of one service before a live step.
+type ServicePoint struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind,omitempty"`
+	Before string `json:"before"` // the service checkpoint before the step
+	// After is the checkpoint of the data as the step left it, taken
+	// when the step was rolled back (or undone by undoctl back).
+	After  string  `json:"after,omitempty"`
+	Bytes  int64   `json:"bytes,omitempty"`
+	Frozen float64 `json:"frozen_ms,omitempty"`
+	// Restored is set when a rollback put the service back.
+	Restored bool `json:"restored,omitempty"`
 }
 
 // Wrapper names the scaffolding a harness put around a step's command.
