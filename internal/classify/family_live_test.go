@@ -43,6 +43,8 @@ func TestFamilyLive(t *testing.T) {
 		{`apt-get install -y jq && psql -c 'create table t()'`, nil},
 		{`psql -c 'select count(*) from users'`, nil},
 		{`renice 10 4242`, nil},
+		{`pg_ctl -D /srv/pg restart -m fast`, []string{"postgres"}},
+		{`pg_ctlcluster 15 main stop`, []string{"postgres"}},
 		{`pg_ctl -D /srv/pg start`, nil},
 		{`make`, nil},
 		{`kill -0 4242`, nil},
