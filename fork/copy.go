@@ -200,6 +200,10 @@ type Copy struct {
 	CopiedIn []string `json:"copied_in,omitempty"`
 
 	log *slog.Logger
+	// owner is the lock the creator holds on ID.lock beside Dir for
+	// the copy's life: Cleanup takes it to know the creator is gone,
+	// which a pid cannot say across pid namespaces.
+	owner *os.File
 
 	mu        sync.Mutex
 	discarded bool
@@ -310,12 +314,18 @@ func Create(o Options) (*Copy, error) {
 		Hostname: hostname,
 		log:      o.Logger,
 	}
+	if c.owner, err = holdOwner(c.Dir); err != nil {
+		return nil, fmt.Errorf("create copy: %w", err)
+	}
 	if err := os.Mkdir(c.Dir, 0o700); err != nil {
+		c.releaseOwner()
 		return nil, fmt.Errorf("create copy: %w", err)
 	}
 	if err := c.build(o, hidden); err != nil {
 		if derr := discardDir(c.Dir); derr != nil {
 			err = errors.Join(err, derr)
+		} else {
+			c.releaseOwner()
 		}
 		return nil, fmt.Errorf("create copy: %w", err)
 	}
@@ -510,6 +520,9 @@ func (c *Copy) Discard() error {
 	}
 	errs = append(errs, discardDir(c.Dir))
 	err := errors.Join(errs...)
+	if err == nil {
+		c.releaseOwner()
+	}
 	c.log.Debug("fork: discarded copy", "dir", c.Dir, "took", time.Since(start), "err", err)
 	return err
 }
@@ -628,13 +641,15 @@ func Cleanup(stateDir string) error {
 		errs = append(errs, fmt.Errorf("clean up copies: %w", err))
 	}
 	for _, e := range entries {
-		pid, start, ok := parseID(e.Name())
-		if !ok || !e.IsDir() || processAlive(pid, start) {
+		if !e.IsDir() || !ownerGone(stateDir, e.Name()) {
 			continue
 		}
-		if err := discardDir(filepath.Join(stateDir, e.Name())); err != nil {
+		dir := filepath.Join(stateDir, e.Name())
+		if err := discardDir(dir); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		_ = os.Remove(dir + ownerSuffix)
 	}
 	table, err := mountTable()
 	if err != nil {
@@ -651,8 +666,7 @@ func Cleanup(stateDir string) error {
 			continue
 		}
 		for _, e := range entries {
-			pid, start, ok := parseID(e.Name())
-			if !ok || !e.IsDir() || processAlive(pid, start) {
+			if !e.IsDir() || !ownerGone(stateDir, e.Name()) {
 				continue
 			}
 			if err := removeHiddenCopyDir(filepath.Join(copies, e.Name())); err != nil {
@@ -661,6 +675,54 @@ func Cleanup(stateDir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownerSuffix names, beside a copy's directory, the file its creator
+// holds locked while the copy lives.
+const ownerSuffix = ".lock"
+
+// holdOwner creates and locks dir's owner file. The lock lasts as long
+// as this process does (the descriptor is not inherited), in every pid
+// namespace at once.
+func holdOwner(dir string) (*os.File, error) {
+	f, err := os.OpenFile(dir+ownerSuffix, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return f, nil
+}
+
+// releaseOwner removes and unlocks the copy's owner file, once its
+// directory is gone.
+func (c *Copy) releaseOwner() {
+	if c.owner != nil {
+		os.Remove(c.owner.Name())
+		c.owner.Close()
+		c.owner = nil
+	}
+}
+
+// ownerGone reports whether the process that made copy id (a directory
+// of stateDir) has ended. Its owner file says, if it is there: a lock
+// this process can take is one nobody holds. A copy made before owner
+// files, or whose file is gone, is judged by its creator's pid and
+// start time, which only mean something in the creator's pid namespace:
+// a copy made by undosh in another one keeps its owner file.
+func ownerGone(stateDir, id string) bool {
+	pid, start, ok := parseID(id)
+	if !ok {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, id)+ownerSuffix, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) && !processAlive(pid, start)
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
 }
 
 // parseID splits a copy's id into the creator's pid and start time.

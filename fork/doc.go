@@ -23,7 +23,9 @@
 //
 // [Create] makes a copy: a directory under [Options].StateDir
 // (default [DefaultCopiesDir], root-only) named PID-START-RANDOM after
-// the creating process, holding
+// the creating process, which holds NAME.lock beside it locked while the
+// copy lives (so that [Cleanup] knows a copy made in another pid
+// namespace for one whose creator is gone), holding
 //
 //	copy.json         the record ([MetaFile]: the JSON of [Copy])
 //	root/             where each session mounts the copy's root

@@ -677,3 +677,39 @@ func TestMountGoneBeforeRun(t *testing.T) {
 		t.Fatalf("a copy whose mount went away: %+v, %v, stdout %q, stderr %q", s.Result, s.err, s.stdout, s.stderr)
 	}
 }
+
+// Cleanup leaves a copy whose creator it cannot see, because that
+// creator lives in another pid namespace, as long as the creator holds
+// the copy's owner lock; once the lock is free, the copy is gone.
+func TestCleanupOtherPidNamespace(t *testing.T) {
+	dir := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// The pid as seen from here names no live process, as an undosh
+	// in a pid namespace of its own would look.
+	copyDir := filepath.Join(dir, fmt.Sprintf("%d-1-0000beef", gone.Process.Pid))
+	owner, err := holdOwner(copyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(copyDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := Cleanup(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copyDir); err != nil {
+		t.Fatalf("a copy whose owner holds its lock was cleaned up: %v", err)
+	}
+	owner.Close() // the creator ends
+	if err := Cleanup(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{copyDir, copyDir + ownerSuffix} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after its creator ended: %v", p, err)
+		}
+	}
+}
