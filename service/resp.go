@@ -1,0 +1,215 @@
+package service
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Redis is asked over RESP, its protocol, for what undosh needs: where
+// its data files are, a snapshot (SAVE), a shutdown that saves nothing,
+// and whether it answers.
+
+// redisConn is a connection to a Redis server on this machine.
+type redisConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialRedis(port int) (*redisConn, error) {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &redisConn{c: c, r: bufio.NewReader(c)}, nil
+}
+
+func (rc *redisConn) Close() error { return rc.c.Close() }
+
+// do sends a command and reads its reply, within timeout.
+func (rc *redisConn) do(timeout time.Duration, args ...string) (any, error) {
+	_ = rc.c.SetDeadline(time.Now().Add(timeout))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(rc.c, b.String()); err != nil {
+		return nil, err
+	}
+	return readReply(rc.r, 0)
+}
+
+// replyError is an error reply (-ERR ...).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// maxBulk bounds a bulk reply undosh reads: its replies are short.
+const maxBulk = 1 << 20
+
+// readReply reads one RESP2 reply: a string, an error (replyError), an
+// integer (int64), a bulk string (string, or nil), or an array ([]any).
+func readReply(r *bufio.Reader, depth int) (any, error) {
+	if depth > 8 {
+		return nil, errors.New("redis reply: nested too deep")
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("redis reply: empty line")
+	}
+	body := line[1:]
+	switch line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return nil, replyError(body)
+	case ':':
+		n, err := strconv.ParseInt(body, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis reply: integer %q", body)
+		}
+		return n, nil
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < -1 || n > maxBulk {
+			return nil, fmt.Errorf("redis reply: bulk length %q", body)
+		}
+		if n == -1 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		if string(buf[n:]) != "\r\n" {
+			return nil, errors.New("redis reply: bulk string not ended by CRLF")
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < -1 || n > 1024 {
+			return nil, fmt.Errorf("redis reply: array length %q", body)
+		}
+		if n == -1 {
+			return nil, nil
+		}
+		out := make([]any, 0, n)
+		for range n {
+			v, err := readReply(r, depth+1)
+			var re replyError
+			if err != nil && !errors.As(err, &re) {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("redis reply: unknown type %q", line[:1])
+}
+
+// redisConfig asks for one setting (CONFIG GET name).
+func (rc *redisConn) config(name string) (string, error) {
+	v, err := rc.do(dialTimeout, "CONFIG", "GET", name)
+	if err != nil {
+		return "", fmt.Errorf("CONFIG GET %s: %w", name, err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return "", fmt.Errorf("CONFIG GET %s: unexpected reply %v", name, v)
+	}
+	s, _ := a[1].(string)
+	return s, nil
+}
+
+// redisFiles asks the Redis server on port for its directory and the
+// data files in it: the snapshot (dbfilename) and, when the append-only
+// file is on, its directory (Redis 7) or file.
+func redisFiles(port int) (dir string, files []string, err error) {
+	rc, err := dialRedis(port)
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot ask it where its data is: %w", err)
+	}
+	defer rc.Close()
+	get := func(name string) string {
+		if err != nil {
+			return ""
+		}
+		var v string
+		v, err = rc.config(name)
+		return v
+	}
+	dir, db, aof := get("dir"), get("dbfilename"), get("appendonly")
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot ask it where its data is: %w", err)
+	}
+	files = []string{filepath.Join(dir, db)}
+	if aof == "yes" {
+		name := get("appenddirname")
+		if err != nil || name == "" { // before Redis 7: one file
+			err = nil
+			name = get("appendfilename")
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("cannot ask it where its data is: %w", err)
+		}
+		files = append(files, filepath.Join(dir, name))
+	}
+	return dir, files, nil
+}
+
+// redisSave has the server on port write its snapshot now (SAVE: it
+// answers nothing else meanwhile, so the file holds every write it
+// acknowledged).
+func redisSave(port int) error {
+	rc, err := dialRedis(port)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	v, err := rc.do(10*time.Minute, "SAVE")
+	if err != nil {
+		return fmt.Errorf("SAVE: %w", err)
+	}
+	if v != "OK" {
+		return fmt.Errorf("SAVE: unexpected reply %v", v)
+	}
+	return nil
+}
+
+// redisShutdown stops the server on port without saving (its data is
+// about to be put back).
+func redisShutdown(port int) error {
+	rc, err := dialRedis(port)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = rc.do(dialTimeout, "SHUTDOWN", "NOSAVE")
+	if errors.Is(err, io.EOF) {
+		return nil // it closed the connection as it went
+	}
+	return err
+}
+
+// redisReady reports whether the server on port answers PING (a server
+// loading its data answers -LOADING).
+func redisReady(port int) bool {
+	rc, err := dialRedis(port)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	v, err := rc.do(dialTimeout, "PING")
+	return err == nil && v == "PONG"
+}
