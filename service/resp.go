@@ -132,13 +132,26 @@ func (rc *redisConn) config(name string) (string, error) {
 	return s, nil
 }
 
-// redisFiles asks the Redis server on port for its directory and the
-// data files in it: the snapshot (dbfilename) and, when the append-only
-// file is on, its directory (Redis 7) or file.
-func redisFiles(port int) (dir string, files []string, err error) {
+// redisSetup is what a Redis server says of where its data is and how
+// it was set up, asked over its port.
+type redisSetup struct {
+	dir   string
+	files []string
+	// args start it again as it runs now: its argv shows only
+	// "redis-server *:6379".
+	args []string
+}
+
+// askRedis asks the Redis server on port for its directory, the data
+// files in it (the snapshot, dbfilename, and the append-only file's
+// directory, Redis 7, or file, when it is on) and the settings that
+// start it again as it is: its config file, and what may have been
+// given on its command line.
+func askRedis(port int) (redisSetup, error) {
+	var rs redisSetup
 	rc, err := dialRedis(port)
 	if err != nil {
-		return "", nil, fmt.Errorf("cannot ask it where its data is: %w", err)
+		return rs, fmt.Errorf("cannot ask it where its data is: %w", err)
 	}
 	defer rc.Close()
 	get := func(name string) string {
@@ -149,11 +162,12 @@ func redisFiles(port int) (dir string, files []string, err error) {
 		v, err = rc.config(name)
 		return v
 	}
-	dir, db, aof := get("dir"), get("dbfilename"), get("appendonly")
+	rs.dir = get("dir")
+	db, aof, bind, save := get("dbfilename"), get("appendonly"), get("bind"), get("save")
 	if err != nil {
-		return "", nil, fmt.Errorf("cannot ask it where its data is: %w", err)
+		return rs, fmt.Errorf("cannot ask it where its data is: %w", err)
 	}
-	files = []string{filepath.Join(dir, db)}
+	rs.files = []string{filepath.Join(rs.dir, db)}
 	if aof == "yes" {
 		name := get("appenddirname")
 		if err != nil || name == "" { // before Redis 7: one file
@@ -161,11 +175,22 @@ func redisFiles(port int) (dir string, files []string, err error) {
 			name = get("appendfilename")
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("cannot ask it where its data is: %w", err)
+			return rs, fmt.Errorf("cannot ask it where its data is: %w", err)
 		}
-		files = append(files, filepath.Join(dir, name))
+		rs.files = append(rs.files, filepath.Join(rs.dir, name))
 	}
-	return dir, files, nil
+	if v, ierr := rc.do(dialTimeout, "INFO", "server"); ierr == nil {
+		if info, ok := v.(string); ok {
+			for _, line := range strings.Split(info, "\n") {
+				if f, ok := strings.CutPrefix(strings.TrimSpace(line), "config_file:"); ok && f != "" {
+					rs.args = append(rs.args, f)
+				}
+			}
+		}
+	}
+	rs.args = append(rs.args, "--port", strconv.Itoa(port), "--bind", bind, "--dir", rs.dir, "--dbfilename", db,
+		"--appendonly", aof, "--save", save, "--daemonize", "no")
+	return rs, nil
 }
 
 // redisSave has the server on port write its snapshot now (SAVE: it

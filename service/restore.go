@@ -174,7 +174,18 @@ func startCommand(s Service) string {
 	if s.Start != "" {
 		return s.Start
 	}
-	return s.Main.Command()
+	argv := s.Main.Argv
+	if len(s.Restart) > 0 {
+		argv = s.Restart
+	}
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]#~=&;|<>()") {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
 }
 
 // start starts s again and waits until it is ready.
@@ -191,8 +202,12 @@ func start(st *Store, s Service) (procs.Proc, error) {
 		}
 		p = q
 	} else {
+		how := s.Main
+		if len(s.Restart) > 0 {
+			how.Argv = s.Restart
+		}
 		var err error
-		if p, err = procs.Start(s.Main, log); err != nil {
+		if p, err = procs.Start(how, log); err != nil {
 			return procs.Proc{}, err
 		}
 	}

@@ -59,6 +59,9 @@ type Service struct {
 	// where known.
 	Port   int    `json:"port,omitempty"`
 	Socket string `json:"socket,omitempty"`
+	// Restart, when set, is the argv that starts it again as it runs
+	// now, where its own argv does not say (Redis rewrites it).
+	Restart []string `json:"restart,omitempty"`
 	// Declared: the policy declares it; Stop and Start are then its shell
 	// commands ("" for the default: a signal, and its command line again).
 	Declared bool   `json:"declared,omitempty"`
@@ -237,13 +240,15 @@ func known(kind string, p procs.Proc) (Service, bool) {
 			s.Unreadable = "its port is not on its command line"
 			return s, true
 		}
-		dir, files, err := redisFiles(s.Port)
+		rs, err := askRedis(s.Port)
 		if err != nil {
 			s.Unreadable = err.Error()
 			return s, true
 		}
-		s.Socket = dir
-		s.Data = files
+		s.Data = rs.files
+		// argv[0] says which program to be: Debian's redis-server is a
+		// link to redis-check-rdb, which /proc shows as the exe.
+		s.Restart = append([]string{"redis-server"}, rs.args...)
 	}
 	return s, true
 }

@@ -240,6 +240,12 @@ func Start(p Proc, logPath string) (Proc, error) {
 		return Proc{}, fmt.Errorf("start %s again: %w", p.Command(), err)
 	}
 	q, err := Read(cmd.Process.Pid)
+	// Start returns once the exec is past its point of no return, a
+	// moment before the kernel shows the new argv.
+	for i := 0; err == nil && len(q.Argv) == 0 && i < 200; i++ {
+		time.Sleep(time.Millisecond)
+		q, err = Read(cmd.Process.Pid)
+	}
 	// Reap it in the background should it end while undosh still runs.
 	go func() { _ = cmd.Wait() }()
 	if err != nil {
