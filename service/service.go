@@ -154,7 +154,7 @@ func kindOf(p procs.Proc) string {
 	names := []string{p.Comm, path.Base(p.Exe)}
 	if len(p.Argv) > 0 {
 		// redis-server sets its argv to "redis-server *:6379".
-		names = append(names, path.Base(strings.Fields(p.Argv[0]+" ")[0]))
+		names = append(names, path.Base(strings.Fields(p.Argv[0] + " ")[0]))
 	}
 	for _, n := range names {
 		switch n {
