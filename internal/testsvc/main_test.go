@@ -214,3 +214,21 @@ func TestKilledTestCleansUp(t *testing.T) {
 		})
 	}
 }
+
+// Without the servers' programs, a test is skipped, saying what to
+// install.
+func TestMissingSkips(t *testing.T) {
+	var pg, redis bool
+	t.Run("postgres", func(t *testing.T) {
+		defer func() { pg = t.Skipped() }()
+		StartPostgres(t, PostgresOptions{Bin: t.TempDir()})
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		defer func() { redis = t.Skipped() }()
+		StartRedis(t, RedisOptions{})
+	})
+	if !pg || !redis {
+		t.Errorf("skipped: postgres %v, redis %v; want both", pg, redis)
+	}
+}

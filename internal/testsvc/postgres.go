@@ -55,7 +55,8 @@ type Postgres struct {
 	// Port is the TCP port it listens on at 127.0.0.1, and the number
 	// of its socket in Socket.
 	Port int
-	// Socket is the directory of its Unix socket (.s.PGSQL.Port).
+	// Socket is the directory of its Unix socket (.s.PGSQL.Port), 0700:
+	// only the server's user and root reach it.
 	Socket string
 	// PID is the postmaster's.
 	PID int
