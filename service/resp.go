@@ -163,7 +163,7 @@ func askRedis(port int) (redisSetup, error) {
 		return v
 	}
 	rs.dir = get("dir")
-	db, aof, bind, save := get("dbfilename"), get("appendonly"), get("bind"), get("save")
+	db, aof, bind, save, pidfile := get("dbfilename"), get("appendonly"), get("bind"), get("save"), get("pidfile")
 	if err != nil {
 		return rs, fmt.Errorf("cannot ask it where its data is: %w", err)
 	}
@@ -190,6 +190,9 @@ func askRedis(port int) (redisSetup, error) {
 	}
 	rs.args = append(rs.args, "--port", strconv.Itoa(port), "--bind", bind, "--dir", rs.dir, "--dbfilename", db,
 		"--appendonly", aof, "--save", save, "--daemonize", "no")
+	if pidfile != "" {
+		rs.args = append(rs.args, "--pidfile", pidfile)
+	}
 	return rs, nil
 }
 

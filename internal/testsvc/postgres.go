@@ -114,6 +114,7 @@ func StartPostgres(t testing.TB, o PostgresOptions) *Postgres {
 		t.Fatalf("initdb %s: %v\n%s", p.Data, err, out)
 	}
 	p.start(t, o.Config)
+	stopSuccessor(t, filepath.Join(p.Data, "postmaster.pid"), p.PID, syscall.SIGINT)
 	if o.Scale > 0 {
 		pgbench := filepath.Join(bin, "pgbench")
 		if _, err := os.Stat(pgbench); err != nil {

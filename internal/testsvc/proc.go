@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,6 +103,35 @@ func (s *server) stop(sig syscall.Signal) error {
 	<-s.done
 	procs.WaitGone(tree, 5*time.Second)
 	return fmt.Errorf("%s (pid %d) did not end within %v of signal %d: killed", s.cmd.Path, s.pid(), StopTimeout, sig)
+}
+
+// stopSuccessor registers, for the end of t, the stop of a server that
+// took the place of the one this package started (pid orig): one that
+// undosh stopped and started again, as a rollback of a service does,
+// is found by the pid file it writes, and is no child of the test.
+func stopSuccessor(t testing.TB, pidFile string, orig int, sig syscall.Signal) {
+	t.Cleanup(func() {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+		if err != nil || pid == orig {
+			return
+		}
+		p, err := procs.Read(pid)
+		if err != nil {
+			return
+		}
+		ps, _ := procs.List()
+		tree := procs.Tree(ps, p.PID)
+		_ = syscall.Kill(p.PID, sig)
+		if !procs.WaitGone(tree, StopTimeout) {
+			procs.Signal(tree, syscall.SIGKILL)
+			procs.WaitGone(tree, 5*time.Second)
+			t.Errorf("the server that took the place of pid %d, pid %d, did not end within %v of signal %d: killed", orig, pid, StopTimeout, sig)
+		}
+	})
 }
 
 // logText is the server's output so far, for a failure message.

@@ -66,7 +66,7 @@ func StartRedis(t testing.TB, o RedisOptions) *Redis {
 		r.Port = freePort(t)
 		args := append([]string{"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
 			"--dbfilename", "dump.rdb", "--save", "", "--appendonly", appendOnly, "--daemonize", "no",
-			"--logfile", ""}, o.Args...)
+			"--logfile", "", "--pidfile", filepath.Join(r.Dir, "redis.pid")}, o.Args...)
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = r.Dir
 		srv, err := startServer(cmd, r.Log)
@@ -82,6 +82,7 @@ func StartRedis(t testing.TB, o RedisOptions) *Redis {
 		})
 		err = r.waitReady()
 		if err == nil {
+			stopSuccessor(t, filepath.Join(r.Dir, "redis.pid"), r.PID, syscall.SIGTERM)
 			return r
 		}
 		if srv.exited() && strings.Contains(srv.logText(), "Address already in use") && try < 5 {
