@@ -119,8 +119,9 @@ const (
 // parseKill reads argv, a kill, pkill or killall command. It is pure: it
 // reads no file and runs nothing.
 func parseKill(argv []string) call {
+	other := call{why: "not kill, pkill or killall"}
 	if len(argv) == 0 {
-		return call{}
+		return other
 	}
 	c := call{tool: filepath.Base(argv[0]), sig: int(unix.SIGTERM)}
 	switch c.tool {
@@ -135,15 +136,17 @@ func parseKill(argv []string) call {
 	case "killall":
 		c.parseKillall(argv[1:])
 	default:
-		return call{}
+		return other
 	}
 	switch {
 	case c.none || c.sig == 0:
 		// Signal 0 only asks whether a process may be signalled.
 		c.none, c.why = true, ""
+	case c.sig < 0:
+		c.because("a signal undosh cannot name")
+	}
+	if c.none || c.why != "" {
 		c.pids, c.groups, c.pgrep, c.names = nil, nil, nil, nil
-	case c.why == "" && c.sig < 0:
-		c.why = "a signal undosh cannot name"
 	}
 	return c
 }
@@ -208,6 +211,7 @@ options:
 			c.because("an operand that is not a pid")
 		}
 	}
+	c.none = len(c.pids)+len(c.groups) == 0 && c.why == ""
 }
 
 // operand records kill's operand n: a pid, 0 (the caller's group), -1
@@ -308,7 +312,7 @@ func (c *call) parsePkill(args []string) {
 	args = c.takeSignalOption(args)
 	r := getopt(args, pkillOptions)
 	var sel []string
-	ancestors, handler := false, false
+	pick, hasA, handler := false, false, false
 	for _, g := range r.opts {
 		switch name := g.opt.long; name {
 		case "help", "version":
@@ -318,10 +322,10 @@ func (c *call) parsePkill(args []string) {
 			c.sig = signum(g.arg)
 		case "echo", "mrelease", "shell-quote", "count", "queue":
 		case "newest", "oldest":
-			ancestors = true
+			pick = true
 			sel = append(sel, "--"+name)
 		case "ignore-ancestors":
-			ancestors = false
+			hasA = true
 			sel = append(sel, "--"+name)
 		case "require-handler":
 			handler = true
@@ -346,13 +350,17 @@ func (c *call) parsePkill(args []string) {
 	}
 	switch len(r.operands) {
 	case 0:
+		if len(sel) == 0 {
+			c.none = true // "no matching criteria specified"
+			return
+		}
 	case 1:
 		sel = append(sel, "--", r.operands[0])
 	default:
 		c.none = true // "only one pattern can be provided"
 		return
 	}
-	if ancestors {
+	if pick && !hasA {
 		// -n and -o pick one process: pick it from those the caller may
 		// end, not from among undosh and its parents.
 		sel = append([]string{"--ignore-ancestors"}, sel...)
