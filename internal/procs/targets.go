@@ -258,6 +258,11 @@ func (c *call) parseProcpsKill(args []string) {
 			return
 		case "signal":
 			c.sig = signum(g.arg)
+		case "queue":
+			if _, err := strconv.ParseInt(strings.TrimLeft(g.arg, " \t\n"), 10, 32); err != nil {
+				c.none = true // "must be an integer value to be passed with the signal"
+				return
+			}
 		}
 	}
 	if r.bad != "" {
@@ -291,11 +296,14 @@ var procpsKillOptions = []option{
 
 // takeSignalOption takes the signal from args as procps' kill and pkill
 // do before they read options: the first word that reads as -SIGNAL,
-// wherever it is, "--" or no. It returns args without that word.
+// wherever it is, "--" or no. A number up to 93 is a signal to procps
+// (signal_name_to_number), though one past 64 cannot be sent. It returns
+// args without that word.
 func (c *call) takeSignalOption(args []string) []string {
 	for i, w := range args {
 		if len(w) > 1 && w[0] == '-' {
-			if n := signum(w[1:]); n >= 0 {
+			n := signum(w[1:])
+			if v, err := strconv.Atoi(w[1:]); n >= 0 || err == nil && isDigit(w[1]) && v <= 127-rtMin {
 				c.sig = n
 				return slices.Delete(slices.Clone(args), i, i+1)
 			}
