@@ -5,6 +5,10 @@
 //
 // A process is named by its pid and its start time together: a pid alone
 // may be reused once its process is gone.
+//
+// [Targets] tells, before a kill, pkill or killall runs, which processes
+// it would signal, without signalling any; [Kills] whether its signal
+// ends them, and [Gone] which of them ended once it has run.
 package procs
 
 import (
