@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -107,6 +108,20 @@ func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asG
 	}
 	if note != "" {
 		r.e.say("note: " + note + "; the step runs with the fallback")
+	}
+	if names, all := d.Live(); all {
+		// It talks to services running here, or signals the sandbox's
+		// processes: a copy has none of them (live.go).
+		if why := r.prepareLive(names); why != "" {
+			if r.pol.Host.FallbackFor(os.Geteuid()) != "git" {
+				return r.refuse(rec, fmt.Sprintf("this step talks to a service running here (%s): %s", firstReason(d, policy.Fork), why),
+					"run undosh as root or as the service's user, or set host.fallback: git in the policy to run such steps with the workspace checkpointed only"), false
+			}
+			r.live.services = nil
+			r.liveNote(why)
+		}
+		r.dec.Verify = r.machineVerify()
+		return 0, true
 	}
 	if r.viaSudo && os.Geteuid() != 0 {
 		// Only root's engine can run what sudo runs in a copy.
@@ -524,6 +539,17 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 			"free space or repair the state directory "+r.stateDir+" (undoctl check, undoctl gc); nothing ran")
 		return nil, exit.Usage, false
 	}
+	if l := r.live; l != nil && len(l.services) > 0 {
+		ctx, cancel := context.WithTimeout(r.context(), serviceTimeout)
+		err := l.checkpointServices(ctx, &g.rec)
+		cancel()
+		if err != nil {
+			step.Abandon()
+			g.close()
+			e.errorf(err, "undoctl status lists the services undosh sees; free space in "+r.stateDir+" or declare the service in the policy (services:); nothing ran")
+			return nil, exit.Usage, false
+		}
+	}
 	if err := step.Running(g.rec); err != nil {
 		step.Abandon()
 		g.close()
@@ -582,11 +608,18 @@ func (g *gitStep) finish(st status) int {
 		return g.escalate(b, st)
 	}
 	rec.Outcome = journal.Kept
-	if failure != "" && d.Rollback == policy.RollbackOnFailure && len(g.stores) > 0 && !r.src.session {
+	r.live.killed(rec)
+	if failure != "" && d.Rollback == policy.RollbackOnFailure && (len(g.stores) > 0 || r.live != nil) && !r.src.session {
 		r.rollback(g.j, g.step, g.stores, rec, failure)
+		if r.live != nil && rec.Outcome == journal.RolledBack {
+			r.rollbackLive(rec, failure)
+		}
 	}
 	if rec.Outcome == journal.Kept {
 		g.checkpointAfter()
+		if n := killNotice(g.step.ID, rec.Killed); n != "" && rec.Notice == "" {
+			rec.Notice = n
+		}
 	}
 	if b != nil {
 		rec.Escalated = b.record(journal.EscalateDrop)

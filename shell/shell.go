@@ -213,6 +213,8 @@ type run struct {
 	sup *supervisor
 	// environ0 is the environment as undosh received it.
 	environ0 []string
+	// live is set for a live step run here (live.go).
+	live *liveStep
 	// executed is the file this undosh was run as (Env.Executed, or the
 	// front end's), which decided its personality; a supervisor decides
 	// by the same.
