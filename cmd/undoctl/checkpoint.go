@@ -20,6 +20,7 @@ import (
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
+	"github.com/undosh/undosh/service"
 )
 
 // openStore opens the checkpoint store of the workspace named by -C, with
@@ -153,6 +154,11 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 			return printJSON(out, r)
 		}
 		fmt.Fprintf(out, "kept %d checkpoints, dropped %d; store %d → %d bytes\n", r.Kept, r.Dropped, r.BytesBefore, r.BytesAfter)
+		if n, err := serviceGC(state.Dir(c.stateDir, getenv, os.Getuid()), *maxAge); err != nil {
+			fmt.Fprintf(io.err, "undoctl: service checkpoints: %v\n", err)
+		} else if n > 0 {
+			fmt.Fprintf(out, "dropped %d service checkpoints older than %s\n", n, *maxAge)
+		}
 	case "check":
 		r, err := s.Check()
 		if err != nil {
@@ -191,6 +197,11 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 			fmt.Fprintf(out, "newest:      %s\n", st.Newest[:12])
 		}
 		fmt.Fprintf(out, "host:        %s\n", c.hostStatus(getenv))
+		if p, _, err := c.setup(getenv); err == nil {
+			if found, err := service.Detect(p.Services); err == nil {
+				printServices(out, found)
+			}
+		}
 		fmt.Fprintf(out, "watch:       %s\n", w)
 		fmt.Fprintf(out, "left out:    %d\n", len(st.LeftOut))
 		for _, l := range st.LeftOut {

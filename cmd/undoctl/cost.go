@@ -50,16 +50,22 @@ func costCmd(args []string, io stdio, getenv func(string) string) error {
 	var lines []costLine
 	var compute, storage float64
 	for _, r := range recs {
-		if r.Class != "fork" || r.CPUs == 0 {
+		// A live step ran here, not in a fork: what it costs is the
+		// checkpoints of its services, kept as snapshots are.
+		kept := r.SnapshotBytes
+		for _, sp := range r.Services {
+			kept += sp.Bytes
+		}
+		if (r.Class != "fork" || r.CPUs == 0) && kept == r.SnapshotBytes {
 			continue
 		}
 		hours := r.Duration / 1000 / 3600
 		d := hours * (float64(r.CPUs)*p.Cost.VCPUHour + r.MemGiB*p.Cost.GiBHour)
-		s := float64(r.SnapshotBytes) / 1e9 * p.Cost.SnapshotGBMonth * *months
+		s := float64(kept) / 1e9 * p.Cost.SnapshotGBMonth * *months
 		compute += d
 		storage += s
 		lines = append(lines, costLine{Step: r.ID, Seconds: r.Duration / 1000, CPUs: r.CPUs, MemGiB: r.MemGiB,
-			Dollars: d + s, Snapshot: r.SnapshotBytes, Command: oneLine(r.Command, 60)})
+			Dollars: d + s, Snapshot: kept, Command: oneLine(r.Command, 60)})
 	}
 	if *asJSON {
 		if lines == nil {

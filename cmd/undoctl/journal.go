@@ -167,6 +167,15 @@ func showRecord(io stdio, sd string, r journal.Record) {
 			fmt.Fprintf(w, "  after:   %s (%d files restored)\n", p.After, p.Restored)
 		}
 	}
+	for _, sp := range r.Services {
+		fmt.Fprintf(w, "service:   %s\n  before:  %s (%s, frozen %.1f ms)\n", sp.Name, sp.Before, byteSize(sp.Bytes), sp.Frozen)
+		if sp.After != "" {
+			fmt.Fprintf(w, "  after:   %s (put back: %v)\n", sp.After, sp.Restored)
+		}
+	}
+	for _, p := range r.Killed {
+		fmt.Fprintf(w, "killed:    pid %d, %s (in %s, uid %d)\n", p.PID, oneLine(p.Command(), 200), p.Cwd, p.UID)
+	}
 	if len(r.Reasons) > 0 {
 		fmt.Fprintln(w, "reasons:")
 		for _, rs := range r.Reasons {
@@ -205,16 +214,29 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 			return err
 		}
 	}
+	start := time.Now()
+	var live journal.Record
+	if len(r.Services) > 0 || len(r.Killed) > 0 {
+		// A live step (it talked to services running here): they go
+		// back first, then its workspace.
+		if live, err = backLive(sd, r, io); err != nil {
+			return err
+		}
+	}
 	if len(r.Points) == 0 {
+		if len(live.Services) > 0 || len(r.Killed) > 0 {
+			live.Command, live.Class, live.Parent = fmt.Sprintf("undoctl back %d", n), "fork", n
+			journalRestore(j, live, start, io)
+			return nil
+		}
 		return fmt.Errorf("step %d took no checkpoint (outcome: %s); there is nothing to go back to", n, r.Outcome)
 	}
 	p, _, err := c.setup(getenv)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	rec := journal.Record{Time: start, PID: os.Getpid(), Command: fmt.Sprintf("undoctl back %d", n), Class: "git",
-		Verdict: "run", Outcome: journal.Restored, Parent: n}
+		Verdict: "run", Outcome: journal.Restored, Parent: n, Services: live.Services}
 	rec.Cwd, _ = os.Getwd()
 	var results []checkpoint.RestoreResult
 	for _, pt := range r.Points {

@@ -46,6 +46,13 @@ steps (the journal of what undosh ran):
                        host gives this VM after every resume
   cost [--months N]    what the machine steps cost, from the policy's rates
                        (vCPU-hours and GiB-hours of forks, snapshot storage)
+  services [--json]    the services running here that undosh checkpoints
+                       before a step that talks to them, and their checkpoints
+  service checkpoint NAME
+                       checkpoint a service by hand (steps that talk to one
+                       checkpoint it themselves)
+  service restore ID   put a service back as it was at checkpoint ID (its
+                       data as it is now is checkpointed first)
   demo [--keep]        run the seed's story through undosh in a throwaway
                        git project
 
@@ -157,6 +164,8 @@ func dispatch(args []string, io stdio, getenv func(string) string) error {
 		return journalCmd(args[0], args[1:], io, getenv)
 	case "cost":
 		return costCmd(args[1:], io, getenv)
+	case "services", "service":
+		return serviceCmd(args[0], args[1:], io, getenv)
 	case "agent":
 		return agentCmd(args[1:], io, getenv)
 	case "demo":
