@@ -1,6 +1,7 @@
 package fork
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -115,4 +116,61 @@ sleep 0.1`},
 	if v := run(t, c, "cat /tmp/undosh-test-bye"); v.stdout != "stopped\n" {
 		t.Errorf("what the leftover wrote on SIGTERM: %+v, %q, %q", v.Result, v.stdout, v.stderr)
 	}
+}
+
+// BenchmarkLeftovers is what RunOptions.Leftovers adds to a session, in
+// one copy, alternating round by round with and without it: for a
+// session that leaves nothing (`true`: one non-blocking wait4 in the
+// init), and for one that leaves a process (`sleep 100 &`: the settle,
+// reading it from /proc, SIGTERM and reaping, against the kernel's kill).
+// It reports the medians: off-ms, on-ms and added-ms for each.
+func BenchmarkLeftovers(b *testing.B) {
+	if err := Probe(); err != nil || Rootless() {
+		b.Skipf("needs the root engine: %v", err)
+	}
+	c, err := Create(Options{StateDir: testStateDir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Discard()
+	for _, tc := range []struct{ name, script string }{{"none-left", "true"}, {"one-left", "sleep 100 &"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var off, on, added []float64
+			session := func(left bool) time.Duration {
+				t0 := time.Now()
+				res, err := c.Run(context.Background(), RunOptions{Argv: []string{"/bin/sh", "-c", tc.script}, Leftovers: left})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(res, err)
+				}
+				return time.Since(t0)
+			}
+			i := 0
+			for b.Loop() {
+				var a, o time.Duration
+				if i%2 == 0 {
+					a, o = session(false), session(true)
+				} else {
+					o, a = session(true), session(false)
+				}
+				i++
+				off, on, added = append(off, ms(a)), append(on, ms(o)), append(added, ms(o)-ms(a))
+			}
+			b.ReportMetric(median(off), "off-ms")
+			b.ReportMetric(median(on), "on-ms")
+			b.ReportMetric(median(added), "added-ms")
+			b.ReportMetric(slices.Max(off), "off-max-ms")
+			b.ReportMetric(slices.Max(on), "on-max-ms")
+		})
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
