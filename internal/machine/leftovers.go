@@ -177,6 +177,8 @@ func (o Outcome) LeftoverSummary() string {
 			by[l.State] = append(by[l.State], fmt.Sprintf("%s (%s; log %s)", cmd, clip(l.Err, 120), l.Log))
 		case LeftChild:
 			by[l.State] = append(by[l.State], cmd)
+		case LeftSubshell:
+			by[l.State] = append(by[l.State], clip(l.Proc.Command(), 60))
 		default:
 			by[l.State] = append(by[l.State], cmd+" (pid "+strconv.Itoa(l.Proc.PID)+" in the copy)")
 		}
