@@ -157,6 +157,14 @@ func isShell(p procs.Proc, s Step) bool {
 	return slices.Equal(p.Argv, s.Argv)
 }
 
+// renamed reports whether p looks like a daemon that rewrote its command
+// line (setproctitle: redis-server's "redis-server *:6379"): forked, and
+// one argument that holds a space, which no exec of a program with
+// arguments gives.
+func renamed(p procs.Proc) bool {
+	return p.Forked && len(p.Argv) == 1 && strings.ContainsRune(p.Argv[0], ' ')
+}
+
 // LeftoverSummary says in one line what became of the processes the step
 // left running in its copy ("" when it left none), to follow "step N ":
 // "left 1 process running in its copy of the machine; started again on
@@ -172,7 +180,11 @@ func (o Outcome) LeftoverSummary() string {
 		cmd := clip(l.Proc.Command(), 80)
 		switch l.State {
 		case LeftStarted:
-			by[l.State] = append(by[l.State], fmt.Sprintf("%s (pid %d, log %s)", cmd, l.Started.PID, l.Log))
+			note := ""
+			if renamed(l.Proc) {
+				note = "; it had rewritten its command line, so it runs with what /proc showed, not the step's arguments: check it"
+			}
+			by[l.State] = append(by[l.State], fmt.Sprintf("%s (pid %d, log %s%s)", cmd, l.Started.PID, l.Log, note))
 		case LeftFailed:
 			by[l.State] = append(by[l.State], fmt.Sprintf("%s (%s; log %s)", cmd, clip(l.Err, 120), l.Log))
 		case LeftChild:

@@ -119,6 +119,21 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
+// A daemon that rewrote its command line is started with it, and the
+// summary says so.
+func TestSummaryRenamed(t *testing.T) {
+	o := Outcome{Leftovers: []Leftover{{Proc: procs.Proc{PID: 5, PPID: 1, Argv: []string{"redis-server *:6399"}, Forked: true}, State: LeftStarted,
+		Started: procs.Proc{PID: 99}, Log: "/l"}}}
+	if got := o.LeftoverSummary(); !strings.HasSuffix(got, ": redis-server *:6399 (pid 99, log /l; it had rewritten its command line, so it runs with what /proc showed, not the step's arguments: check it)") {
+		t.Errorf("summary: %s", got)
+	}
+	for _, p := range []procs.Proc{{Argv: []string{"redis-server *:6399"}}, {Argv: []string{"sleep", "1 2"}, Forked: true}} {
+		if renamed(p) {
+			t.Errorf("renamed(%+v)", p)
+		}
+	}
+}
+
 func TestSummaryStopped(t *testing.T) {
 	o := Outcome{Leftovers: stopped([]procs.Proc{{PID: 5, Argv: []string{"sleep", "300"}}, {PID: 6, PPID: 5, Comm: "kid"}})}
 	if got, want := o.LeftoverSummary(), "left 2 processes running in its copy of the machine, stopped with the copy, which was not kept: sleep 300 (pid 5 in the copy), [kid] (pid 6 in the copy)"; got != want {
