@@ -201,7 +201,7 @@ func outcomeOf(r sudo.Result) machine.Outcome {
 	}
 	for _, l := range r.Leftovers {
 		out.Leftovers = append(out.Leftovers, machine.Leftover{Proc: procs.Proc{PID: l.PID, PPID: l.PPID, Comm: l.Comm, Argv: l.Argv},
-			State: machine.LeftoverState(l.State), Started: procs.Proc{PID: l.NewPID, Start: l.NewStart}, Log: l.Log, Err: l.Error})
+			State: machine.LeftoverState(l.State), Started: procs.Proc{PID: l.NewPID, Start: l.NewStart}, Log: l.Log, Err: l.Error, Ended: l.Ended})
 	}
 	return out
 }
@@ -224,7 +224,7 @@ func resultOf(out machine.Outcome) sudo.Result {
 	}
 	for _, l := range out.Leftovers {
 		r.Leftovers = append(r.Leftovers, sudo.Leftover{PID: l.Proc.PID, PPID: l.Proc.PPID, Comm: l.Proc.Comm, Argv: l.Proc.Argv,
-			State: string(l.State), NewPID: l.Started.PID, NewStart: l.Started.Start, Log: l.Log, Error: l.Err})
+			State: string(l.State), NewPID: l.Started.PID, NewStart: l.Started.Start, Log: l.Log, Error: l.Err, Ended: l.Ended})
 	}
 	return r
 }

@@ -148,6 +148,9 @@ type StartedProc struct {
 	// Error says why it was not started again: the start failed, or it
 	// was a subshell (internal/machine).
 	Error string `json:"error,omitempty"`
+	// Ended: it was gone soon after its start (it forked into the
+	// background, or failed: Log says which).
+	Ended bool `json:"ended,omitempty"`
 }
 
 // ServicePoint is the checkpoint of one service before a live step.

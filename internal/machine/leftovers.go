@@ -36,13 +36,14 @@ package machine
 // pids mean nothing on the machine); a program that renamed its argv
 // (redis-server shows "redis-server *:6379", postgres workers
 // "postgres: checkpointer") is started with what /proc showed, which may
-// not start it; a daemon that forks into the background is named by the
+// not start it as the step did (the summary says to check it); a daemon that forks into the background is named by the
 // pid of the process that forked it, which exits at once. A process is
 // started as the user it was when read, never with more privilege: one
 // that started as root and gave root up is started as the user it
 // became, which may not be enough for it. A failed start does not fail
 // the step: the summary says it, and the log has the program's own
-// words. Verify runs after the step's processes have ended, so it cannot
+// words; so does one that ended within [StartCheck] of its start (a
+// server that could not bind its port, or a daemon's parent). Verify runs after the step's processes have ended, so it cannot
 // talk to them.
 
 import (
@@ -90,7 +91,16 @@ type Leftover struct {
 	Log string
 	// Err says why it could not be started again (LeftFailed).
 	Err string
+	// Ended: the process started again was gone within [StartCheck]. It
+	// forked into the background (a daemon's parent exits at once), or
+	// it failed: its log says which.
+	Ended bool
 }
+
+// StartCheck is how long restart waits, once it has started processes
+// again, before it looks which are still running: a server that cannot
+// bind its port, or a daemon's parent, is gone by then.
+const StartCheck = 50 * time.Millisecond
 
 // stopped is what a step left in a copy that is not kept: every process
 // stopped with it.
@@ -135,8 +145,22 @@ func restart(ls []Leftover, s Step) {
 			}
 		}
 		state[l.Proc.PID] = l.State
+	}
+	var started []procs.Proc
+	for _, l := range ls {
+		if l.State == LeftStarted {
+			started = append(started, l.Started)
+		}
+	}
+	if len(started) > 0 {
+		// Returns early only when all are gone; on a pidfd.
+		procs.WaitGone(started, StartCheck)
+	}
+	for i := range ls {
+		l := &ls[i]
+		l.Ended = l.State == LeftStarted && !l.Started.Alive()
 		if s.Logger != nil {
-			s.Logger.Info("machine: a process the step left running", "argv", l.Proc.Argv, "state", l.State, "pid", l.Started.PID, "log", l.Log, "err", l.Err)
+			s.Logger.Info("machine: a process the step left running", "argv", l.Proc.Argv, "state", l.State, "pid", l.Started.PID, "ended", l.Ended, "log", l.Log, "err", l.Err)
 		}
 	}
 }
@@ -184,6 +208,9 @@ func (o Outcome) LeftoverSummary() string {
 			if renamed(l.Proc) {
 				note = "; it had rewritten its command line, so it runs with what /proc showed, not the step's arguments: check it"
 			}
+			if l.Ended {
+				note += "; it ended at once: it forked into the background, or failed (its log says which)"
+			}
 			by[l.State] = append(by[l.State], fmt.Sprintf("%s (pid %d, log %s%s)", cmd, l.Started.PID, l.Log, note))
 		case LeftFailed:
 			by[l.State] = append(by[l.State], fmt.Sprintf("%s (%s; log %s)", cmd, clip(l.Err, 120), l.Log))
@@ -202,7 +229,7 @@ func (o Outcome) LeftoverSummary() string {
 	}
 	var parts []string
 	if l := by[LeftStarted]; len(l) > 0 {
-		parts = append(parts, "started again on this machine after the commit (new processes: memory and pids are not carried over): "+clip(strings.Join(l, ", "), 300))
+		parts = append(parts, "started again on this machine after the commit (new processes: memory and pids are not carried over): "+clip(strings.Join(l, ", "), 800))
 	}
 	if l := by[LeftChild]; len(l) > 0 {
 		parts = append(parts, fmt.Sprintf("%d started by %s parent", len(l), plural(len(l), "its", "their")))
@@ -225,7 +252,7 @@ func journalLeftovers(ls []Leftover) (started []journal.StartedProc, stopped []s
 		cmd := l.Proc.Command()
 		switch l.State {
 		case LeftStarted:
-			started = append(started, journal.StartedProc{Command: cmd, PID: l.Started.PID, Start: l.Started.Start, Log: l.Log})
+			started = append(started, journal.StartedProc{Command: cmd, PID: l.Started.PID, Start: l.Started.Start, Log: l.Log, Ended: l.Ended})
 		case LeftFailed:
 			started = append(started, journal.StartedProc{Command: cmd, Log: l.Log, Error: l.Err})
 		case LeftSubshell:

@@ -75,6 +75,7 @@ func TestRestart(t *testing.T) {
 		{PID: 12, PPID: 10, Comm: "sleep", Argv: []string{"sleep", secs}, Exe: sleep, Cwd: "/tmp", Env: env, UID: os.Getuid(), GID: os.Getgid()},
 		{PID: 13, PPID: 11, Comm: "sleep", Argv: []string{"sleep", secs + "2"}, Exe: sleep, Cwd: "/", Env: env, UID: os.Getuid(), GID: os.Getgid()},
 		{PID: 14, PPID: 1, Comm: "gone", Argv: []string{"/no/such/program"}, Exe: "/no/such/program", Cwd: "/"},
+		{PID: 15, PPID: 1, Comm: "sh", Argv: []string{"sh", "-c", "echo cannot bind; exit 1"}, Exe: "/usr/bin/dash", Cwd: "/", Env: env, UID: os.Getuid(), GID: os.Getgid()},
 	})
 	dir := t.TempDir()
 	restart(ls, Step{StateDir: dir, ID: 7, Argv: script})
@@ -82,7 +83,7 @@ func TestRestart(t *testing.T) {
 	for _, l := range ls {
 		states = append(states, l.State)
 	}
-	if want := []LeftoverState{LeftSubshell, LeftStarted, LeftStarted, LeftChild, LeftFailed}; !slices.Equal(states, want) {
+	if want := []LeftoverState{LeftSubshell, LeftStarted, LeftStarted, LeftChild, LeftFailed, LeftStarted}; !slices.Equal(states, want) {
 		t.Fatalf("states %v, want %v: %+v", states, want, ls)
 	}
 	if got := running(t, "sleep", secs); len(got) != 1 || got[0].Cwd != "/tmp" || !slices.Contains(got[0].Env, "MARK=restarted") || got[0].Session != got[0].PID {
@@ -96,14 +97,21 @@ func TestRestart(t *testing.T) {
 		t.Errorf("logs: %q, %q", ls[1].Log, ls[2].Log)
 	}
 	line := Outcome{Leftovers: ls}.LeftoverSummary()
-	for _, want := range []string{"left 5 processes running in its copy of the machine; started again on this machine after the commit (new processes: memory and pids are not carried over): sh -c exec sleep " + secs + "1 (pid ",
-		"sleep " + secs + " (pid ", "log " + dir + "/started/7-1.log", "could not start again: /no/such/program (", "not started again (a subshell", "1 started by its parent"} {
+	for _, want := range []string{"left 6 processes running in its copy of the machine; started again on this machine after the commit (new processes: memory and pids are not carried over): sh -c exec sleep " + secs + "1 (pid ",
+		"sleep " + secs + " (pid ", "log " + dir + "/started/7-1.log", "could not start again: /no/such/program (", "not started again (a subshell", "1 started by its parent",
+		"sh -c echo cannot bind; exit 1 (pid " + fmt.Sprint(ls[5].Started.PID) + ", log " + dir + "/started/7-4.log; it ended at once: it forked into the background, or failed (its log says which))"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("summary %q lacks %q", line, want)
 		}
 	}
+	if ls[1].Ended || ls[2].Ended || !ls[5].Ended {
+		t.Errorf("ended: %v %v %v", ls[1].Ended, ls[2].Ended, ls[5].Ended)
+	}
+	if b, err := os.ReadFile(ls[5].Log); err != nil || string(b) != "cannot bind\n" {
+		t.Errorf("log: %q, %v", b, err)
+	}
 	started, stoppedCmds := journalLeftovers(ls)
-	if len(started) != 4 || stoppedCmds != nil || started[1].PID != ls[1].Started.PID || started[1].Start == 0 || started[3].Error == "" || started[0].Error == "" {
+	if len(started) != 5 || !started[4].Ended || stoppedCmds != nil || started[1].PID != ls[1].Started.PID || started[1].Start == 0 || started[3].Error == "" || started[0].Error == "" {
 		t.Errorf("journal: %+v, %v", started, stoppedCmds)
 	}
 }

@@ -91,6 +91,8 @@ type Leftover struct {
 	NewStart uint64 `json:"new_start,omitempty"`
 	Log      string `json:"log,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Ended: the process started again was gone soon after.
+	Ended bool `json:"ended,omitempty"`
 }
 
 // Commit is one filesystem's commit of the step.
