@@ -112,7 +112,14 @@ type Result struct {
 	// pid file) is in the copy. Starting them again on the machine,
 	// after a commit, is the caller's (internal/machine).
 	Leftovers []procs.Proc
+	// LeftoversUnread counts the processes left out of Leftovers, past
+	// [MaxLeftovers] (or a report too long): ended all the same.
+	LeftoversUnread int
 }
+
+// MaxLeftovers is how many of the processes a session leaves running
+// the init reads, parents first.
+const MaxLeftovers = 256
 
 // LeftoverSettle is how long the init waits, once the session leader has
 // exited and some of its processes still run, before it reads them; a
@@ -164,8 +171,10 @@ type initReport struct {
 	NotFound bool
 	Error    string
 	// Leftovers are the processes the session left running, as the
-	// init read them before it ended them (initSpec.Leftovers).
+	// init read them before it ended them (initSpec.Leftovers), and
+	// Unread counts those left out, past MaxLeftovers or maxReport.
 	Leftovers []procs.Proc
+	Unread    int
 }
 
 // Run runs one session in the copy: it re-executes the current
@@ -367,7 +376,7 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 	res.ExitCode = rep.Status
 	res.Signal = syscall.Signal(rep.Signal)
 	res.Setup = time.Duration(rep.SetupNS)
-	res.Leftovers = rep.Leftovers
+	res.Leftovers, res.LeftoversUnread = rep.Leftovers, rep.Unread
 	c.log.Debug("fork: session ended", "argv", o.Argv, "status", res.ExitCode, "setup", res.Setup, "took", res.Duration, "leftovers", len(res.Leftovers))
 	return res, nil
 }

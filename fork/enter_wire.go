@@ -221,6 +221,7 @@ func (r *initReport) encode() []byte {
 		w.num(int64(p.Group))
 		w.flag(p.Forked)
 	}
+	w.num(int64(r.Unread))
 	return w.b
 }
 
@@ -255,13 +256,25 @@ func decodeReport(b []byte) (initReport, error) {
 		p.Session, p.Group, p.Forked = int(u.num()), int(u.num()), u.flag()
 		r.Leftovers = append(r.Leftovers, p)
 	}
+	if r.Unread = int(u.num()); r.Unread < 0 && u.err == nil {
+		u.err = errWire
+	}
 	return r, u.end()
 }
 
-// readReport reads the init's report. The init has exited, so the pipe is
-// at EOF once the report is read.
+// maxReport bounds the init's report; the init leaves out processes a
+// session left (initReport.Unread) rather than write more.
+const maxReport = 8 << 20
+
+// readReport reads the init's report, until the init closes it or exits.
+// What passes maxReport is drained, so that the init never blocks on a
+// full pipe, and fails to decode.
 func readReport(r io.Reader) (initReport, error) {
-	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(r, maxReport+1))
+	if err == nil && len(b) > maxReport {
+		_, _ = io.Copy(io.Discard, r)
+		return initReport{}, errors.New("the report is too long")
+	}
 	if err != nil {
 		return initReport{}, err
 	}

@@ -57,7 +57,7 @@ func FuzzDecodeReport(f *testing.F) {
 			{PID: 7, PPID: 1, Start: 1 << 40, Comm: "redis-server", Argv: []string{"redis-server", "*:6379"}, Exe: "/usr/bin/redis-server",
 				Cwd: "/var/lib/redis", Env: []string{"A=1", ""}, UID: 100, GID: 101, Groups: []int{101, 4}, Session: 7, Group: 7, Forked: true},
 			{PID: 8, PPID: 7, Comm: "a) b", Argv: []string{}},
-		}},
+		}, Unread: 3},
 	} {
 		f.Add(r.encode())
 	}

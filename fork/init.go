@@ -134,6 +134,12 @@ func Init() int {
 	}
 	time.Sleep(LeftoverSettle)
 	r.Leftovers = leftovers()
+	if n := len(r.Leftovers); n > MaxLeftovers {
+		r.Leftovers, r.Unread = r.Leftovers[:MaxLeftovers], n-MaxLeftovers
+	}
+	for len(r.Leftovers) > 0 && len(r.encode()) > maxReport {
+		r.Leftovers, r.Unread = r.Leftovers[:len(r.Leftovers)-1], r.Unread+1
+	}
 	// The report goes first: Run stops counting the session's timeout
 	// once it has it.
 	report(r)

@@ -174,3 +174,20 @@ func median(v []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// Past MaxLeftovers, the processes a session left are counted, not read,
+// and ended all the same.
+func TestLeftoversMany(t *testing.T) {
+	c := newCopy(t, Options{})
+	secs := uniqueSleep()
+	killMarked(t, secs)
+	n := MaxLeftovers + 20
+	s := runWith(t, c, RunOptions{Argv: []string{"bash", "-c", fmt.Sprintf("for i in $(seq %d); do sleep %s & done", n, secs)},
+		Timeout: time.Minute, Leftovers: true})
+	if s.err != nil || s.ExitCode != 0 || len(s.Leftovers) != MaxLeftovers || s.LeftoversUnread != 20 {
+		t.Fatalf("%d leftovers: %d read, %d unread, %v, %v", n, len(s.Leftovers), s.LeftoversUnread, s.err, s.ExitCode)
+	}
+	if p := processesWith(secs); len(p) > 0 {
+		t.Errorf("left running after Run: %d", len(p))
+	}
+}

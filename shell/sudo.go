@@ -199,6 +199,7 @@ func outcomeOf(r sudo.Result) machine.Outcome {
 	for _, m := range r.Mapped {
 		out.Mapped = append(out.Mapped, fork.Mapping{PID: m.PID, Comm: m.Comm, Files: m.Files})
 	}
+	out.LeftoversUnread = r.LeftoversUnread
 	for _, l := range r.Leftovers {
 		out.Leftovers = append(out.Leftovers, machine.Leftover{Proc: procs.Proc{PID: l.PID, PPID: l.PPID, Comm: l.Comm, Argv: l.Argv},
 			State: machine.LeftoverState(l.State), Started: procs.Proc{PID: l.NewPID, Start: l.NewStart}, Log: l.Log, Err: l.Error, Ended: l.Ended})
@@ -222,6 +223,7 @@ func resultOf(out machine.Outcome) sudo.Result {
 	for _, m := range out.Mapped {
 		r.Mapped = append(r.Mapped, sudo.Mapping{PID: m.PID, Comm: m.Comm, Files: m.Files})
 	}
+	r.LeftoversUnread = out.LeftoversUnread
 	for _, l := range out.Leftovers {
 		r.Leftovers = append(r.Leftovers, sudo.Leftover{PID: l.Proc.PID, PPID: l.Proc.PPID, Comm: l.Proc.Comm, Argv: l.Proc.Argv,
 			State: string(l.State), NewPID: l.Started.PID, NewStart: l.Started.Start, Log: l.Log, Error: l.Err, Ended: l.Ended})

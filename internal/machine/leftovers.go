@@ -196,7 +196,7 @@ func renamed(p procs.Proc) bool {
 // log /var/lib/undosh/started/7-1.log)", or "…, stopped with the copy
 // (the machine is unchanged): sleep 300".
 func (o Outcome) LeftoverSummary() string {
-	if len(o.Leftovers) == 0 {
+	if len(o.Leftovers) == 0 && o.LeftoversUnread == 0 {
 		return ""
 	}
 	by := map[LeftoverState][]string{}
@@ -222,10 +222,18 @@ func (o Outcome) LeftoverSummary() string {
 			by[l.State] = append(by[l.State], cmd+" (pid "+strconv.Itoa(l.Proc.PID)+" in the copy)")
 		}
 	}
-	n := len(o.Leftovers)
+	n := len(o.Leftovers) + o.LeftoversUnread
 	line := fmt.Sprintf("left %d %s running in its copy of the machine", n, plural(n, "process", "processes"))
-	if stopped := by[LeftStopped]; len(stopped) > 0 {
-		return line + ", stopped with the copy, which was not kept: " + clip(strings.Join(stopped, ", "), 400)
+	unread := ""
+	if o.LeftoversUnread > 0 {
+		unread = fmt.Sprintf("; %d more, past the first %d, were not read and were stopped with the copy", o.LeftoversUnread, fork.MaxLeftovers)
+	}
+	if stopped := by[LeftStopped]; len(stopped) > 0 || len(o.Leftovers) == 0 {
+		line += ", stopped with the copy, which was not kept"
+		if len(stopped) > 0 {
+			line += ": " + clip(strings.Join(stopped, ", "), 400)
+		}
+		return line + unread
 	}
 	var parts []string
 	if l := by[LeftStarted]; len(l) > 0 {
@@ -240,7 +248,7 @@ func (o Outcome) LeftoverSummary() string {
 	if l := by[LeftSubshell]; len(l) > 0 {
 		parts = append(parts, "stopped, not started again (a subshell of a script, which would run the whole script again; start what it ran by hand): "+clip(strings.Join(l, ", "), 200))
 	}
-	return line + "; " + strings.Join(parts, "; ")
+	return line + "; " + strings.Join(parts, "; ") + unread
 }
 
 // journalLeftovers is what the journal keeps of ls: the processes started

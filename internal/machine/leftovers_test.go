@@ -147,6 +147,9 @@ func TestSummaryStopped(t *testing.T) {
 	if got, want := o.LeftoverSummary(), "left 2 processes running in its copy of the machine, stopped with the copy, which was not kept: sleep 300 (pid 5 in the copy), [kid] (pid 6 in the copy)"; got != want {
 		t.Errorf("summary:\n got %q\nwant %q", got, want)
 	}
+	if got := (Outcome{LeftoversUnread: 3}).LeftoverSummary(); got != "left 3 processes running in its copy of the machine, stopped with the copy, which was not kept; 3 more, past the first 256, were not read and were stopped with the copy" {
+		t.Errorf("only unread: %q", got)
+	}
 	if (Outcome{}).LeftoverSummary() != "" {
 		t.Error("a summary with no leftovers")
 	}

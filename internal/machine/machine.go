@@ -148,7 +148,10 @@ type Outcome struct {
 	// (Step.Leftovers), parents first, and what became of each: started
 	// again on this machine after the commit, or stopped with a copy
 	// that was not kept. LeftoverSummary says it in one line.
-	Leftovers []Leftover
+	// LeftoversUnread counts those the engine did not read
+	// (fork.MaxLeftovers): stopped with the copy, whatever became of it.
+	Leftovers       []Leftover
+	LeftoversUnread int
 }
 
 // Passed reports whether the step and verify passed.
@@ -258,7 +261,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	}
 	out.Status, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
 	// Stopped, until a kept copy starts them again.
-	out.Leftovers = stopped(res.Leftovers)
+	out.Leftovers, out.LeftoversUnread = stopped(res.Leftovers), res.LeftoversUnread
 	phase("step")
 	if out.Status == 0 && s.Verify != "" && !s.KeepFailed {
 		if err := verify(ctx, c, s, &out); err != nil {

@@ -73,6 +73,9 @@ type Result struct {
 	// and what became of each: the root side started them again after
 	// the commit, or they were stopped with the copy.
 	Leftovers []Leftover `json:"leftovers,omitempty"`
+	// LeftoversUnread counts those the engine did not read, past its
+	// limit: stopped with the copy.
+	LeftoversUnread int `json:"leftovers_unread,omitempty"`
 }
 
 // Leftover is a process the step left running in its copy
