@@ -121,7 +121,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID, Protected: r.protected(),
 		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"]),
-		KeepFailed: r.keepsFailure(), Leftovers: true}, true)
+		KeepFailed: r.keepsFailure(), Leftovers: true, Own: ownDaemons}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an
 		// interactive line its user interrupted.
@@ -140,6 +140,10 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	r.finishStep(step, rec, start, out.Signal)
 	return code
 }
+
+// ownDaemons are the argv[0]s of undosh's own daemons, which a nested
+// undosh may start in a machine step's copy: not the step's processes.
+var ownDaemons = []string{ClassifierName}
 
 // sayMachine says, on stderr, the notice of machine step id, then what
 // became of the processes it left running in its copy: started again on

@@ -285,7 +285,7 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Verify: spec.Verify, VerifyDir: spec.VerifyDir, Shell: spec.Shell,
 		Timeout: spec.Timeout, VerifyTimeout: spec.VerifyTimeout, Include: spec.Include, Protected: spec.Protected, Hide: spec.Hide,
 		StateDir: stateDir, Journal: j, ID: spec.Step, User: &fork.User{UID: c.UID, GID: c.GID, Groups: c.Groups}, KeepFailed: spec.KeepFailed,
-		Leftovers: true}, true)
+		Leftovers: true, Own: ownDaemons}, true)
 	if err != nil && ctx.Err() != nil {
 		sig := syscall.SIGKILL // the caller died
 		if s, ok := got().(syscall.Signal); ok {

@@ -112,6 +112,24 @@ func stopped(ps []procs.Proc) []Leftover {
 	return out
 }
 
+// notOwn is ps (parents first) without the processes whose argv[0] is
+// one of own, and their children.
+func notOwn(ps []procs.Proc, own []string) []procs.Proc {
+	if len(own) == 0 {
+		return ps
+	}
+	dropped := map[int]bool{}
+	var out []procs.Proc
+	for _, p := range ps {
+		if dropped[p.PPID] || len(p.Argv) > 0 && slices.Contains(own, p.Argv[0]) {
+			dropped[p.PID] = true
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // restart starts again on this machine the processes a kept step left in
 // its copy (ls, parents first, all LeftStopped), but those their parent
 // starts and subshells; s names the logs.

@@ -142,6 +142,17 @@ func TestSummaryRenamed(t *testing.T) {
 	}
 }
 
+// undosh's own daemons and their children are not the step's.
+func TestNotOwn(t *testing.T) {
+	ps := []procs.Proc{{PID: 2, PPID: 1, Argv: []string{"undosh-classifier"}}, {PID: 3, PPID: 2, Argv: []string{"sh"}}, {PID: 4, PPID: 1, Argv: []string{"sleep", "1"}}}
+	if got := notOwn(ps, []string{"undosh-classifier"}); len(got) != 1 || got[0].PID != 4 {
+		t.Errorf("notOwn: %+v", got)
+	}
+	if got := notOwn(ps, nil); len(got) != 3 {
+		t.Errorf("notOwn with none: %+v", got)
+	}
+}
+
 func TestSummaryStopped(t *testing.T) {
 	o := Outcome{Leftovers: stopped([]procs.Proc{{PID: 5, Argv: []string{"sleep", "300"}}, {PID: 6, PPID: 5, Comm: "kid"}})}
 	if got, want := o.LeftoverSummary(), "left 2 processes running in its copy of the machine, stopped with the copy, which was not kept: sleep 300 (pid 5 in the copy), [kid] (pid 6 in the copy)"; got != want {

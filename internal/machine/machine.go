@@ -92,6 +92,11 @@ type Step struct {
 	// (leftovers.go; Outcome.Leftovers). Without it they are killed with
 	// the copy, unsaid.
 	Leftovers bool
+	// Own are the argv[0]s of undosh's own daemons, which a nested
+	// undosh in the copy may start (the front end's classifier): with
+	// their children, they are not the step's, and end with the copy
+	// unsaid.
+	Own []string
 }
 
 // Commit is one filesystem's commit of a step.
@@ -261,7 +266,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	}
 	out.Status, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
 	// Stopped, until a kept copy starts them again.
-	out.Leftovers, out.LeftoversUnread = stopped(res.Leftovers), res.LeftoversUnread
+	out.Leftovers, out.LeftoversUnread = stopped(notOwn(res.Leftovers, s.Own)), res.LeftoversUnread
 	phase("step")
 	if out.Status == 0 && s.Verify != "" && !s.KeepFailed {
 		if err := verify(ctx, c, s, &out); err != nil {
