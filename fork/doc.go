@@ -86,6 +86,31 @@
 //     session's status (128+n for signal n). Its exit kills whatever the
 //     session left running: daemons do not outlive a session.
 //
+// # Processes a session leaves running
+//
+// A step that starts a daemon (`redis-server --daemonize yes`, `pg_ctl
+// start`, `nohup server &`, `(setsid cmd &)`, `service x start`) leaves
+// it in the copy's pid namespace, which ends with the session: the files
+// the step wrote can be committed, the process cannot. Killing it
+// silently would be wrong, so with [RunOptions].Leftovers the init, once
+// the session leader has exited and some process is still left (a
+// non-blocking wait4 tells, so a session that leaves nothing pays
+// nothing), waits [LeftoverSettle], reads every process left from the
+// copy's /proc (package internal/procs: argv, cwd, environment, exe, real
+// uid, gid and groups, and whether it was forked without an exec since),
+// writes them in its report and closes it, and then ends them: SIGTERM
+// and SIGCONT to all (kill(-1) from the namespace's init), SIGKILL to
+// those left after [LeftoverGrace], reaping until none is left. Run takes
+// the report as soon as it is closed and stops counting the session's
+// timeout, and returns once the init is gone: what the processes wrote
+// as they stopped (a clean shutdown of a database, a removed pid file) is
+// in the copy, so a commit takes a state they can start from. The list
+// is [Result].Leftovers; starting them again on the machine after a
+// commit is internal/machine's (detect, then start again: memory and pids
+// are not carried over, see there). Verify runs without Leftovers: its
+// processes are only killed, and it does not see the step's, which have
+// ended before it starts.
+//
 // The timeout, a cancelled context and [Copy.Discard] kill the init,
 // which kills every process of the copy. The step and verify are two
 // sessions over the same upper layers: verify sees the step's files, not

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/procs"
 )
 
 // InitName is the argv[0] with which Run re-executes the current
@@ -65,6 +67,12 @@ type RunOptions struct {
 	// user a step entered the engine for through sudo, so that only what
 	// it runs through sudo is root. The copy and its commit stay root's.
 	User *User
+	// Leftovers asks for the processes the session leaves running when
+	// it ends (daemons, `cmd &`) in Result.Leftovers, ended gracefully:
+	// see [Result].Leftovers. Without it they are killed (SIGKILL) with
+	// the copy's pid namespace, and not listed: for verify, whose
+	// processes nobody starts again.
+	Leftovers bool
 }
 
 // User is a user a session runs as: its uid, gid and supplementary
@@ -91,7 +99,37 @@ type Result struct {
 	// Duration is the session's wall time, from the re-exec to the end
 	// of its last process.
 	Duration time.Duration
+	// Leftovers, with RunOptions.Leftovers, are the processes of the
+	// session still running in the copy after its own process (the
+	// session leader) exited, parents first: a daemon, a server started
+	// with &, setsid or nohup. The init lets them settle for
+	// [LeftoverSettle] (a daemon that forks twice finishes forking),
+	// reads each from the copy's /proc (argv, cwd, environment, exe,
+	// credentials; pids are the copy's), and ends them: SIGTERM (and
+	// SIGCONT), then SIGKILL for those still running after
+	// [LeftoverGrace]. They have ended before Run returns, so what they
+	// write as they stop (a database's shutdown checkpoint, a removed
+	// pid file) is in the copy. Starting them again on the machine,
+	// after a commit, is the caller's (internal/machine).
+	Leftovers []procs.Proc
+	// LeftoversUnread counts the processes left out of Leftovers, past
+	// [MaxLeftovers] (or a report too long): ended all the same.
+	LeftoversUnread int
 }
+
+// MaxLeftovers is how many of the processes a session leaves running
+// the init reads, parents first.
+const MaxLeftovers = 256
+
+// LeftoverSettle is how long the init waits, once the session leader has
+// exited and some of its processes still run, before it reads them; a
+// session that leaves nothing running does not wait.
+const LeftoverSettle = 20 * time.Millisecond
+
+// LeftoverGrace is how long the init waits for the processes a session
+// left to end on SIGTERM before it kills them. RunOptions.Timeout does
+// not count it: it bounds the session, which has ended by then.
+const LeftoverGrace = 10 * time.Second
 
 // initSpec is what Run tells the init.
 type initSpec struct {
@@ -111,6 +149,9 @@ type initSpec struct {
 	Binds    []string
 	Layers   []specLayer
 	User     *User // nil: root
+	// Leftovers: list the processes the session leaves, in the report,
+	// and end them gracefully (RunOptions.Leftovers).
+	Leftovers bool
 }
 
 type specLayer struct {
@@ -129,6 +170,11 @@ type initReport struct {
 	// not build the copy or start the session.
 	NotFound bool
 	Error    string
+	// Leftovers are the processes the session left running, as the
+	// init read them before it ended them (initSpec.Leftovers), and
+	// Unread counts those left out, past MaxLeftovers or maxReport.
+	Leftovers []procs.Proc
+	Unread    int
 }
 
 // Run runs one session in the copy: it re-executes the current
@@ -136,7 +182,9 @@ type initReport struct {
 // uts and cgroup namespaces, which mounts the copy's overlays, a fresh
 // /proc, /sys and /dev, brings up lo (the only network), pivots into the
 // copy, drops the risky capabilities and runs o.Argv. When the session
-// ends, every process it left is killed. Sessions in the same copy see
+// ends, every process it left is killed; with o.Leftovers, they are
+// listed in Result.Leftovers and ended gracefully first (package doc,
+// "Processes a session leaves running"). Sessions in the same copy see
 // each other's files (the step, then verify), one at a time: Run returns
 // ErrBusy while another session runs.
 //
@@ -176,6 +224,7 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 		Rootless:    c.Rootless,
 		Binds:       c.Binds,
 		User:        o.User,
+		Leftovers:   o.Leftovers,
 	}
 	if spec.Dir == "" {
 		spec.Dir = "/"
@@ -246,32 +295,64 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 	c.started(p)
 
 	var timeout <-chan time.Time
+	var timer *time.Timer
 	if o.Timeout > 0 {
-		t := time.NewTimer(o.Timeout)
-		defer t.Stop()
-		timeout = t.C
+		timer = time.NewTimer(o.Timeout)
+		defer timer.Stop()
+		timeout = timer.C
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- p.wait() }()
+	// The init closes the report as soon as the session is over, before
+	// it ends what the session left running (LeftoverGrace): from then
+	// on the session's timeout no longer applies, only a bound on that
+	// grace.
+	type reportRead struct {
+		rep initReport
+		err error
+	}
+	reported := make(chan reportRead, 1)
+	go func() {
+		rep, err := readReport(repR)
+		reported <- reportRead{rep, err}
+	}()
 	var res Result
 	var ctxErr error
-	select {
-	case err = <-waited:
-	case <-timeout:
-		// Killing pid 1 kills every process of its namespace.
-		p.kill()
-		res.TimedOut = true
-		err = <-waited
-	case <-ctx.Done():
-		p.kill()
-		ctxErr = ctx.Err()
-		err = <-waited
+	var got *reportRead
+	for done := false; !done; {
+		select {
+		case err = <-waited:
+			done = true
+		case r := <-reported:
+			got, reported = &r, nil
+			if r.err == nil && timer != nil {
+				timer.Stop()
+				grace := time.NewTimer(LeftoverGrace + 5*time.Second)
+				defer grace.Stop()
+				timeout = grace.C
+			}
+		case <-timeout:
+			// Killing pid 1 kills every process of its namespace.
+			p.kill()
+			res.TimedOut = got == nil || got.err != nil
+			err = <-waited
+			done = true
+		case <-ctx.Done():
+			p.kill()
+			ctxErr = ctx.Err()
+			err = <-waited
+			done = true
+		}
 	}
 	res.Duration = time.Since(start)
 	if err != nil {
 		return Result{}, fmt.Errorf("run in copy: wait for %s: %w", InitName, err)
 	}
-	rep, rerr := readReport(repR)
+	if got == nil {
+		r := <-reported // at EOF: the init has exited
+		got = &r
+	}
+	rep, rerr := got.rep, got.err
 	c.mu.Lock()
 	discarded := c.discarded
 	c.mu.Unlock()
@@ -295,7 +376,8 @@ func (c *Copy) Run(ctx context.Context, o RunOptions) (Result, error) {
 	res.ExitCode = rep.Status
 	res.Signal = syscall.Signal(rep.Signal)
 	res.Setup = time.Duration(rep.SetupNS)
-	c.log.Debug("fork: session ended", "argv", o.Argv, "status", res.ExitCode, "setup", res.Setup, "took", res.Duration)
+	res.Leftovers, res.LeftoversUnread = rep.Leftovers, rep.Unread
+	c.log.Debug("fork: session ended", "argv", o.Argv, "status", res.ExitCode, "setup", res.Setup, "took", res.Duration, "leftovers", len(res.Leftovers))
 	return res, nil
 }
 

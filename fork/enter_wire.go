@@ -3,8 +3,11 @@ package fork
 import (
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/undosh/undosh/internal/procs"
 )
 
 // The init's instructions and report travel as fields ended by NUL bytes,
@@ -77,6 +80,28 @@ func (u *unwire) id() int {
 	return int(n)
 }
 
+// unum reads a number that is never negative (a start time in clock
+// ticks).
+func (u *unwire) unum() uint64 {
+	n, err := strconv.ParseUint(u.str(), 10, 64)
+	if err != nil && u.err == nil {
+		u.err = errWire
+	}
+	return n
+}
+
+// count reads a count of items that each take at least one field.
+func (u *unwire) count() int {
+	n := u.num()
+	if u.err == nil && (n < 0 || n > int64(len(u.f))) {
+		u.err = errWire
+	}
+	if u.err != nil {
+		return 0
+	}
+	return int(n)
+}
+
 func (u *unwire) flag() bool { return u.str() == "1" }
 
 func (u *unwire) strs() []string {
@@ -127,6 +152,7 @@ func (s *initSpec) encode() []byte {
 			w.num(int64(g))
 		}
 	}
+	w.flag(s.Leftovers)
 	return w.b
 }
 
@@ -163,6 +189,7 @@ func decodeSpec(b []byte) (*initSpec, error) {
 			s.User.Groups = append(s.User.Groups, u.id())
 		}
 	}
+	s.Leftovers = u.flag()
 	return s, u.end()
 }
 
@@ -173,8 +200,44 @@ func (r *initReport) encode() []byte {
 	w.num(int64(r.Signal))
 	w.num(r.SetupNS)
 	w.flag(r.NotFound)
-	w.str(strings.ReplaceAll(r.Error, "\x00", ""))
+	w.str(noNul(r.Error))
+	w.num(int64(len(r.Leftovers)))
+	for _, p := range r.Leftovers {
+		w.num(int64(p.PID))
+		w.num(int64(p.PPID))
+		w.str(strconv.FormatUint(p.Start, 10))
+		w.str(noNul(p.Comm))
+		w.strs(noNuls(p.Argv))
+		w.str(noNul(p.Exe))
+		w.str(noNul(p.Cwd))
+		w.strs(noNuls(p.Env))
+		w.num(int64(p.UID))
+		w.num(int64(p.GID))
+		w.num(int64(len(p.Groups)))
+		for _, g := range p.Groups {
+			w.num(int64(g))
+		}
+		w.num(int64(p.Session))
+		w.num(int64(p.Group))
+		w.flag(p.Forked)
+	}
+	w.num(int64(r.Unread))
 	return w.b
+}
+
+// noNul drops the NUL bytes of s, which the wire cannot carry; what the
+// init reads from /proc has none.
+func noNul(s string) string { return strings.ReplaceAll(s, "\x00", "") }
+
+func noNuls(l []string) []string {
+	if !slices.ContainsFunc(l, func(s string) bool { return strings.IndexByte(s, 0) >= 0 }) {
+		return l
+	}
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = noNul(s)
+	}
+	return out
 }
 
 func decodeReport(b []byte) (initReport, error) {
@@ -183,13 +246,35 @@ func decodeReport(b []byte) (initReport, error) {
 		return initReport{}, errWire
 	}
 	r := initReport{Status: int(u.num()), Signal: int(u.num()), SetupNS: u.num(), NotFound: u.flag(), Error: u.str()}
+	n := u.count()
+	for i := 0; i < n && u.err == nil; i++ {
+		p := procs.Proc{PID: int(u.num()), PPID: int(u.num()), Start: u.unum(), Comm: u.str(), Argv: u.strs(),
+			Exe: u.str(), Cwd: u.str(), Env: u.strs(), UID: u.id(), GID: u.id()}
+		for g := u.count(); g > 0 && u.err == nil; g-- {
+			p.Groups = append(p.Groups, u.id())
+		}
+		p.Session, p.Group, p.Forked = int(u.num()), int(u.num()), u.flag()
+		r.Leftovers = append(r.Leftovers, p)
+	}
+	if r.Unread = int(u.num()); r.Unread < 0 && u.err == nil {
+		u.err = errWire
+	}
 	return r, u.end()
 }
 
-// readReport reads the init's report. The init has exited, so the pipe is
-// at EOF once the report is read.
+// maxReport bounds the init's report; the init leaves out processes a
+// session left (initReport.Unread) rather than write more.
+const maxReport = 8 << 20
+
+// readReport reads the init's report, until the init closes it or exits.
+// What passes maxReport is drained, so that the init never blocks on a
+// full pipe, and fails to decode.
 func readReport(r io.Reader) (initReport, error) {
-	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(r, maxReport+1))
+	if err == nil && len(b) > maxReport {
+		_, _ = io.Copy(io.Discard, r)
+		return initReport{}, errors.New("the report is too long")
+	}
 	if err != nil {
 		return initReport{}, err
 	}

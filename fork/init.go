@@ -8,11 +8,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/procs"
 )
 
 // Init is the copy's pid 1. A main whose argv[0] (base name) is
@@ -122,10 +126,101 @@ func Init() int {
 		}
 		break
 	}
-	// Returning ends pid 1, and the kernel kills whatever the session
-	// left running.
+	if !spec.Leftovers || !anyLeft() {
+		// Returning ends pid 1, and the kernel kills whatever the
+		// session left running.
+		report(r)
+		return r.Status
+	}
+	time.Sleep(LeftoverSettle)
+	r.Leftovers = leftovers()
+	if n := len(r.Leftovers); n > MaxLeftovers {
+		r.Leftovers, r.Unread = r.Leftovers[:MaxLeftovers], n-MaxLeftovers
+	}
+	for len(r.Leftovers) > 0 && len(r.encode()) > maxReport {
+		r.Leftovers, r.Unread = r.Leftovers[:len(r.Leftovers)-1], r.Unread+1
+	}
+	// The report goes first: Run stops counting the session's timeout
+	// once it has it.
 	report(r)
+	endLeftovers()
 	return r.Status
+}
+
+// anyLeft reaps the orphans that have ended and reports whether any
+// process other than the init is left in its pid namespace: every one
+// descends from the init, so none is left when it has no child.
+func anyLeft() bool {
+	for {
+		var ws unix.WaitStatus
+		p, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil: // ECHILD
+			return false
+		case p == 0:
+			return true
+		}
+	}
+}
+
+// leftovers reads the processes of the init's pid namespace, but the
+// init, parents first. The copy's /proc is its own but where a user
+// namespace could not mount one (rootless, in some containers): there
+// it is the host's, and only the processes in the init's pid namespace
+// count, under their pids on the host.
+func leftovers() []procs.Proc {
+	anyLeft() // reap what ended while it settled
+	all, err := procs.List()
+	if err != nil {
+		return nil
+	}
+	self, _ := os.Readlink("/proc/self")
+	ns, nsErr := os.Readlink("/proc/self/ns/pid")
+	var out []procs.Proc
+	for _, p := range all {
+		if strconv.Itoa(p.PID) == self {
+			continue
+		}
+		if self != "1" {
+			theirs, err := os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/ns/pid")
+			if nsErr != nil || err != nil || theirs != ns {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	// Parents first: by start time, then pid.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		return out[i].PID < out[j].PID
+	})
+	return out
+}
+
+// endLeftovers ends every process of the init's pid namespace but the
+// init: SIGTERM and SIGCONT (a stopped process handles SIGTERM only once
+// it runs), then SIGKILL to those left after LeftoverGrace. It reaps
+// them as they end, and returns when none is left. kill(-1) from a pid
+// namespace's init reaches exactly the other processes of the namespace.
+func endLeftovers() {
+	_ = unix.Kill(-1, unix.SIGTERM)
+	_ = unix.Kill(-1, unix.SIGCONT)
+	t := time.AfterFunc(LeftoverGrace, func() { _ = unix.Kill(-1, unix.SIGKILL) })
+	defer t.Stop()
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil { // ECHILD: none left
+			return
+		}
+	}
 }
 
 // checkInit refuses to run outside a copy: as anything but pid 1, or in

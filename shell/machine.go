@@ -121,7 +121,7 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID, Protected: r.protected(),
 		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"]),
-		KeepFailed: r.keepsFailure()}, true)
+		KeepFailed: r.keepsFailure(), Leftovers: true, Own: ownDaemons}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an
 		// interactive line its user interrupted.
@@ -136,9 +136,24 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		return exit.Usage
 	}
 	notice, code := machine.Report(step.ID, out, verify, &rec)
+	sayMachine(e, step.ID, notice, out)
+	r.finishStep(step, rec, start, out.Signal)
+	return code
+}
+
+// ownDaemons are the argv[0]s of undosh's own daemons, which a nested
+// undosh may start in a machine step's copy: not the step's processes.
+var ownDaemons = []string{ClassifierName}
+
+// sayMachine says, on stderr, the notice of machine step id, then what
+// became of the processes it left running in its copy: started again on
+// the machine after the commit, or stopped with the copy. Neither goes
+// unsaid.
+func sayMachine(e *Env, id int, notice string, out machine.Outcome) {
 	if notice != "" {
 		e.say(notice)
 	}
-	r.finishStep(step, rec, start, out.Signal)
-	return code
+	if line := out.LeftoverSummary(); line != "" {
+		e.say(fmt.Sprintf("step %d %s", id, line))
+	}
 }

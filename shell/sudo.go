@@ -20,6 +20,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/procs"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/sudo"
 	"github.com/undosh/undosh/parser"
@@ -168,9 +169,7 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	}
 	out := outcomeOf(res)
 	notice, code := machine.Report(step.ID, out, verify, &rec)
-	if notice != "" {
-		e.say(notice)
-	}
+	sayMachine(e, step.ID, notice, out)
 	r.finishStep(step, rec, start, out.Signal)
 	return code, true, ""
 }
@@ -200,6 +199,11 @@ func outcomeOf(r sudo.Result) machine.Outcome {
 	for _, m := range r.Mapped {
 		out.Mapped = append(out.Mapped, fork.Mapping{PID: m.PID, Comm: m.Comm, Files: m.Files})
 	}
+	out.LeftoversUnread = r.LeftoversUnread
+	for _, l := range r.Leftovers {
+		out.Leftovers = append(out.Leftovers, machine.Leftover{Proc: procs.Proc{PID: l.PID, PPID: l.PPID, Comm: l.Comm, Argv: l.Argv},
+			State: machine.LeftoverState(l.State), Started: procs.Proc{PID: l.NewPID, Start: l.NewStart}, Log: l.Log, Err: l.Error, Ended: l.Ended})
+	}
 	return out
 }
 
@@ -218,6 +222,11 @@ func resultOf(out machine.Outcome) sudo.Result {
 	}
 	for _, m := range out.Mapped {
 		r.Mapped = append(r.Mapped, sudo.Mapping{PID: m.PID, Comm: m.Comm, Files: m.Files})
+	}
+	r.LeftoversUnread = out.LeftoversUnread
+	for _, l := range out.Leftovers {
+		r.Leftovers = append(r.Leftovers, sudo.Leftover{PID: l.Proc.PID, PPID: l.Proc.PPID, Comm: l.Proc.Comm, Argv: l.Proc.Argv,
+			State: string(l.State), NewPID: l.Started.PID, NewStart: l.Started.Start, Log: l.Log, Error: l.Err, Ended: l.Ended})
 	}
 	return r
 }
@@ -275,7 +284,8 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 	out, err := machine.Run(ctx, machine.Step{Argv: spec.Argv, Path: spec.Path, Dir: spec.Dir, Env: spec.Env,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Verify: spec.Verify, VerifyDir: spec.VerifyDir, Shell: spec.Shell,
 		Timeout: spec.Timeout, VerifyTimeout: spec.VerifyTimeout, Include: spec.Include, Protected: spec.Protected, Hide: spec.Hide,
-		StateDir: stateDir, Journal: j, ID: spec.Step, User: &fork.User{UID: c.UID, GID: c.GID, Groups: c.Groups}, KeepFailed: spec.KeepFailed}, true)
+		StateDir: stateDir, Journal: j, ID: spec.Step, User: &fork.User{UID: c.UID, GID: c.GID, Groups: c.Groups}, KeepFailed: spec.KeepFailed,
+		Leftovers: true, Own: ownDaemons}, true)
 	if err != nil && ctx.Err() != nil {
 		sig := syscall.SIGKILL // the caller died
 		if s, ok := got().(syscall.Signal); ok {

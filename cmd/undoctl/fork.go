@@ -56,13 +56,16 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 		sd = sdir
 	}
 	step := machine.Step{Argv: argv, Dir: cwd, Env: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Verify: *verify, StateDir: sd, Include: classify.WorkspaceRoots(cwd, os.Getenv("HOME"))}
+		Verify: *verify, StateDir: sd, Include: classify.WorkspaceRoots(cwd, os.Getenv("HOME")), Leftovers: true}
 	if name == "try" {
 		out, err := machine.Run(ctx, step, false)
 		if err != nil {
 			return 0, err
 		}
 		printPhases(io, out, *timing)
+		if line := out.LeftoverSummary(); line != "" {
+			fmt.Fprintf(io.err, "undoctl: the command %s\n", line)
+		}
 		return out.Status, printChanges(io, out, *asJSON)
 	}
 	start := time.Now()
@@ -86,6 +89,9 @@ func runCmd(name string, args []string, io stdio, getenv func(string) string) (i
 	notice, code := machine.Report(rec.ID, out, *verify, &rec)
 	if notice != "" {
 		fmt.Fprintf(io.err, "undoctl: %s\n", notice)
+	}
+	if line := out.LeftoverSummary(); line != "" {
+		fmt.Fprintf(io.err, "undoctl: step %d %s\n", rec.ID, line)
 	}
 	if s != nil {
 		rec.Duration = float64(time.Since(start).Microseconds()) / 1000

@@ -68,6 +68,10 @@ func (l *Local) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (hostlink.
 		Shell:         "/bin/sh",
 		Logger:        l.log,
 		KeepFailed:    req.KeepFailed,
+		// What the step leaves running is started again on this
+		// machine, the sandbox, once the copy is kept (logs in the
+		// engine's state directory), or said to be stopped with it.
+		Leftovers: true,
 	}
 	if c := req.Step; c.Path != "" && len(c.Argv) > 0 {
 		step.Argv, step.Path = c.Argv, c.Path // the engine sets argv[0]
@@ -112,6 +116,9 @@ func (l *Local) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (hostlink.
 			paths = append(paths, p.Path)
 		}
 		fmt.Fprintf(errW, "undohost: the step passed in a copy of the machine but was not applied: %s changed on the machine meanwhile\n", strings.Join(paths, ", "))
+	}
+	if line := out.LeftoverSummary(); err == nil && line != "" {
+		fmt.Fprintf(errW, "undohost: the step %s\n", line)
 	}
 	outW.Close()
 	errW.Close()

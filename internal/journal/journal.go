@@ -130,6 +130,27 @@ type Record struct {
 	// pkill or killall ended, as they were just before: undoctl back
 	// starts them again. Their memory is lost.
 	Killed []procs.Proc `json:"killed,omitempty"`
+	// Started are the processes a kept machine step left running in its
+	// copy, started again on the machine after the commit (Error says
+	// why one was not); Stopped, the command lines of those a step left
+	// in a copy that was not kept, stopped with it.
+	Started []StartedProc `json:"started,omitempty"`
+	Stopped []string      `json:"stopped,omitempty"`
+}
+
+// StartedProc is a process a machine step left running in its copy, as
+// started again on the machine: PID and Start name the new process.
+type StartedProc struct {
+	Command string `json:"command"`
+	PID     int    `json:"pid,omitempty"`
+	Start   uint64 `json:"start,omitempty"`
+	Log     string `json:"log,omitempty"`
+	// Error says why it was not started again: the start failed, or it
+	// was a subshell (internal/machine).
+	Error string `json:"error,omitempty"`
+	// Ended: it was gone soon after its start (it forked into the
+	// background, or failed: Log says which).
+	Ended bool `json:"ended,omitempty"`
 }
 
 // ServicePoint is the checkpoint of one service before a live step.

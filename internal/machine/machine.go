@@ -87,6 +87,16 @@ type Step struct {
 	// policy's rollback: never): a failing step leaves what it did, as it
 	// would without undosh. Verify does not run.
 	KeepFailed bool
+	// Leftovers: the processes the step leaves running in its copy are
+	// listed and, when the copy is kept, started again on this machine
+	// (leftovers.go; Outcome.Leftovers). Without it they are killed with
+	// the copy, unsaid.
+	Leftovers bool
+	// Own are the argv[0]s of undosh's own daemons, which a nested
+	// undosh in the copy may start (the front end's classifier): with
+	// their children, they are not the step's, and end with the copy
+	// unsaid.
+	Own []string
 }
 
 // Commit is one filesystem's commit of a step.
@@ -129,7 +139,7 @@ type Outcome struct {
 	// Plans are the plans of the copy's layers (Try).
 	Plans []fork.Plan
 	// Phases are how long each phase took: create, step, verify, diff,
-	// commit, discard.
+	// commit, restart (of the processes the step left), discard.
 	Phases map[string]time.Duration
 	// Rootless: the copy was a rootless one (fork.Rootless), for a user
 	// who is not root. Setuid is Step.Setuid.
@@ -139,6 +149,14 @@ type Outcome struct {
 	// not have changed outside it (fork.CheckWritable); when set,
 	// nothing was committed.
 	Unwritable []fork.Problem
+	// Leftovers are the processes the step left running in its copy
+	// (Step.Leftovers), parents first, and what became of each: started
+	// again on this machine after the commit, or stopped with a copy
+	// that was not kept. LeftoverSummary says it in one line.
+	// LeftoversUnread counts those the engine did not read
+	// (fork.MaxLeftovers): stopped with the copy, whatever became of it.
+	Leftovers       []Leftover
+	LeftoversUnread int
 }
 
 // Passed reports whether the step and verify passed.
@@ -242,11 +260,13 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		phase("discard")
 	}()
 	res, err := c.Run(ctx, fork.RunOptions{Argv: s.Argv, Path: s.Path, Dir: s.Dir, Env: s.Env,
-		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout, User: s.User})
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Timeout: s.Timeout, User: s.User, Leftovers: s.Leftovers})
 	if err != nil {
 		return out, fmt.Errorf("run the step in the copy: %w", err)
 	}
 	out.Status, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
+	// Stopped, until a kept copy starts them again.
+	out.Leftovers, out.LeftoversUnread = stopped(notOwn(res.Leftovers, s.Own)), res.LeftoversUnread
 	phase("step")
 	if out.Status == 0 && s.Verify != "" && !s.KeepFailed {
 		if err := verify(ctx, c, s, &out); err != nil {
@@ -269,13 +289,25 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 		}
 	}
 	phase("diff")
-	if !commit || !out.Passed() && !s.KeepFailed || len(out.Plans) == 0 {
+	if !commit || !out.Passed() && !s.KeepFailed {
 		return out, nil
 	}
-	defer phase("commit")
-	err = commitPlans(&out, s)
-	out.KeptFailed = !out.Passed() && len(out.Commits) > 0
+	if len(out.Plans) > 0 {
+		err = commitPlans(&out, s)
+		out.KeptFailed = !out.Passed() && len(out.Commits) > 0
+		phase("commit")
+	}
+	if err == nil && out.kept() && len(out.Leftovers) > 0 {
+		restart(out.Leftovers, s)
+		phase("restart")
+	}
 	return out, err
+}
+
+// kept reports whether a step that passed (or whose failure is kept) was
+// applied: not refused, no conflict.
+func (o Outcome) kept() bool {
+	return len(o.Protected) == 0 && len(o.Unwritable) == 0 && o.Conflict == nil
 }
 
 // Keep commits plans, what a step wrote outside its class in a view of
@@ -472,6 +504,7 @@ func Report(id int, out Outcome, verify string, rec *journal.Record) (notice str
 	for _, c := range out.Commits {
 		rec.Machine = append(rec.Machine, journal.MachineCommit{Target: c.Target, JournalDir: c.JournalDir, ID: c.ID, Paths: c.Paths})
 	}
+	rec.Started, rec.Stopped = journalLeftovers(out.Leftovers)
 	code = out.Status
 	switch {
 	case len(out.Protected) > 0:

@@ -42,11 +42,22 @@ type Proc struct {
 	Exe string   `json:"exe,omitempty"`
 	Cwd string   `json:"cwd,omitempty"`
 	Env []string `json:"env,omitempty"`
-	UID int      `json:"uid"`
-	GID int      `json:"gid"`
+	// UID and GID are its real user and group ids, and Groups its
+	// supplementary groups (/proc/PID/status): who it is started again
+	// as. A process that started as root and then gave up root is
+	// started again as the user it became, never with more privilege
+	// than it had.
+	UID    int   `json:"uid"`
+	GID    int   `json:"gid"`
+	Groups []int `json:"groups,omitempty"`
 	// Session and Group are its session and process group ids.
 	Session int `json:"sid"`
 	Group   int `json:"pgid"`
+	// Forked: the process was forked and has exec'd no program since
+	// (the kernel's PF_FORKNOEXEC): it runs its parent's program from
+	// where the fork left it (a shell's subshell, a daemon that forked
+	// itself into the background), which Argv alone does not start.
+	Forked bool `json:"forked,omitempty"`
 }
 
 // Root is where the machine's /proc is; a copy's can be read through its
@@ -70,7 +81,9 @@ func ReadIn(root string, pid int) (Proc, error) {
 	if err != nil {
 		return Proc{}, fmt.Errorf("process %d: %w", pid, err)
 	}
-	if st, err := os.Stat(dir); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, "status")); err == nil {
+		p.UID, p.GID, p.Groups = parseStatus(b)
+	} else if st, err := os.Stat(dir); err == nil {
 		if s, ok := st.Sys().(*syscall.Stat_t); ok {
 			p.UID, p.GID = int(s.Uid), int(s.Gid)
 		}
@@ -87,8 +100,41 @@ func ReadIn(root string, pid int) (Proc, error) {
 	return p, nil
 }
 
-// parseStat reads pid, comm, ppid, pgrp, session and starttime from the
-// text of /proc/PID/stat. comm is in parentheses and may hold any byte,
+// pfForkNoExec is the kernel's PF_FORKNOEXEC, in the flags of
+// /proc/PID/stat: forked, and no exec since.
+const pfForkNoExec = 0x40
+
+// parseStatus reads the real uid and gid and the supplementary groups
+// from the text of /proc/PID/status.
+func parseStatus(b []byte) (uid, gid int, groups []int) {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(val)
+		switch key {
+		case "Uid":
+			if len(f) > 0 {
+				uid, _ = strconv.Atoi(f[0])
+			}
+		case "Gid":
+			if len(f) > 0 {
+				gid, _ = strconv.Atoi(f[0])
+			}
+		case "Groups":
+			for _, g := range f {
+				if n, err := strconv.Atoi(g); err == nil {
+					groups = append(groups, n)
+				}
+			}
+		}
+	}
+	return uid, gid, groups
+}
+
+// parseStat reads pid, comm, ppid, pgrp, session, flags and starttime
+// from the text of /proc/PID/stat. comm is in parentheses and may hold any byte,
 // parentheses and spaces included: it ends at the last ')'.
 func parseStat(b []byte) (Proc, error) {
 	open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
@@ -113,6 +159,10 @@ func parseStat(b []byte) (Proc, error) {
 	}
 	if p.Start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
 		return Proc{}, errors.New("malformed stat: starttime")
+	}
+	// flags is field 9.
+	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil {
+		p.Forked = flags&pfForkNoExec != 0
 	}
 	return p, nil
 }
@@ -212,8 +262,9 @@ func (p Proc) program() string {
 }
 
 // Start starts p again, detached: a new session, standard input from
-// /dev/null, output appended to logPath, as p's user and group when the
-// caller is root, in p's working directory with p's environment. It
+// /dev/null, output appended to logPath, as p's user, group and
+// supplementary groups when the caller is root, in p's working
+// directory with p's environment. It
 // returns the new process without waiting for it; the caller's process
 // never waits for it either, so it is reaped by init once it ends.
 func Start(p Proc, logPath string) (Proc, error) {
@@ -236,8 +287,12 @@ func Start(p Proc, logPath string) (Proc, error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if os.Geteuid() == 0 && (p.UID != 0 || p.GID != 0) {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.UID), Gid: uint32(p.GID), NoSetGroups: true}
+	if os.Geteuid() == 0 {
+		cred := &syscall.Credential{Uid: uint32(p.UID), Gid: uint32(p.GID), Groups: []uint32{}}
+		for _, g := range p.Groups {
+			cred.Groups = append(cred.Groups, uint32(g))
+		}
+		cmd.SysProcAttr.Credential = cred
 		_ = log.Chown(p.UID, p.GID)
 	}
 	if err := cmd.Start(); err != nil {

@@ -114,3 +114,72 @@ func TestStartNotStartable(t *testing.T) {
 		t.Fatalf("Start of a kernel thread: %v", err)
 	}
 }
+
+func TestParseStatus(t *testing.T) {
+	uid, gid, groups := parseStatus([]byte("Name:\tsleep\nUid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\nGroups:\t27 100 1000 \nNSpid:\t5\n"))
+	if uid != 1000 || gid != 100 || !slices.Equal(groups, []int{27, 100, 1000}) {
+		t.Fatalf("parseStatus: uid %d, gid %d, groups %v", uid, gid, groups)
+	}
+	if _, _, groups := parseStatus([]byte("Uid:\t0\t0\t0\t0\nGroups:\t\n")); groups != nil {
+		t.Fatalf("no groups: %v", groups)
+	}
+}
+
+// A subshell is forked and execs nothing: Forked. The program it starts
+// is not.
+func TestForked(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "(sleep 300; exit 0) & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var sub, sleep Proc
+	for sleep.PID == 0 { // wait for the subshell and its sleep to show
+		ps, err := List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree := Tree(ps, cmd.Process.Pid)
+		for _, p := range tree[min(1, len(tree)):] {
+			if p.Comm == "sleep" {
+				sleep = p
+			} else if p.PPID == cmd.Process.Pid {
+				sub = p
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer Stop(sleep, syscall.SIGKILL, 5*time.Second)
+	self, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sub.Forked || sleep.Forked || self.Forked {
+		t.Fatalf("forked: subshell %v (%+v), sleep %v, self %v", sub.Forked, sub, sleep.Forked, self.Forked)
+	}
+}
+
+// As root, Start gives the process the user, group and supplementary
+// groups it had.
+func TestStartAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	p := Proc{Argv: []string{"sleep", "300"}, Exe: "/bin/sleep", Cwd: "/", Env: []string{"PATH=/usr/bin:/bin"},
+		UID: 65534, GID: 65534, Groups: []int{100, 65534}}
+	if _, err := os.Stat(p.Exe); err != nil {
+		p.Exe = "/usr/bin/sleep"
+	}
+	q, err := Start(p, filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Stop(q, syscall.SIGKILL, 5*time.Second)
+	if q.UID != 65534 || q.GID != 65534 || !slices.Equal(q.Groups, []int{100, 65534}) {
+		t.Fatalf("started as uid %d, gid %d, groups %v", q.UID, q.GID, q.Groups)
+	}
+}

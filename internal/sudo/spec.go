@@ -69,6 +69,33 @@ type Result struct {
 	// processes that still map files the commit replaced.
 	Units  []string  `json:"units,omitempty"`
 	Mapped []Mapping `json:"mapped,omitempty"`
+	// Leftovers are the processes the step left running in its copy,
+	// and what became of each: the root side started them again after
+	// the commit, or they were stopped with the copy.
+	Leftovers []Leftover `json:"leftovers,omitempty"`
+	// LeftoversUnread counts those the engine did not read, past its
+	// limit: stopped with the copy.
+	LeftoversUnread int `json:"leftovers_unread,omitempty"`
+}
+
+// Leftover is a process the step left running in its copy
+// (internal/machine.Leftover): PID and PPID are the copy's.
+type Leftover struct {
+	PID  int      `json:"pid"`
+	PPID int      `json:"ppid,omitempty"`
+	Comm string   `json:"comm,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	// State is what became of it: started, failed, child, subshell or
+	// stopped.
+	State string `json:"state"`
+	// NewPID and NewStart name the process started again on the
+	// machine; Log receives its output; Error says why it was not.
+	NewPID   int    `json:"new_pid,omitempty"`
+	NewStart uint64 `json:"new_start,omitempty"`
+	Log      string `json:"log,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Ended: the process started again was gone soon after.
+	Ended bool `json:"ended,omitempty"`
 }
 
 // Commit is one filesystem's commit of the step.

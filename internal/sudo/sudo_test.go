@@ -218,7 +218,8 @@ func TestSpecRoundTrip(t *testing.T) {
 		}
 	}
 	r := Result{Status: 1, Signal: 9, VerifyStatus: -1, VerifyOutput: []byte("out\x00"), Commits: []Commit{{Target: "/", JournalDir: "/.undosh-fork/journal", ID: "x", Paths: []string{"etc/f"}}},
-		Changes: 2, Conflict: &Conflict{Problems: []Problem{{Path: "/etc/f", Reason: "changed"}}}, Mapped: []Mapping{{PID: 1, Comm: "init"}}}
+		Changes: 2, Conflict: &Conflict{Problems: []Problem{{Path: "/etc/f", Reason: "changed"}}}, Mapped: []Mapping{{PID: 1, Comm: "init"}},
+		Leftovers: []Leftover{{PID: 3, PPID: 1, Comm: "sleep", Argv: []string{"sleep", "9"}, State: "started", NewPID: 4567, NewStart: 1 << 33, Log: "/var/lib/undosh/started/1-1.log", Ended: true}}, LeftoversUnread: 2}
 	b, err := EncodeResult(r)
 	if err != nil {
 		t.Fatal(err)
