@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -147,5 +149,64 @@ func TestRootlessLeftovers(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(u.Home, "f")); err != nil || string(b) != "x\n" {
 		t.Errorf("~/f: %q, %v", b, err)
+	}
+}
+
+// A machine step that starts a Redis daemon (which rewrites its command
+// line) and writes under /etc: after the commit, a Redis answers on the
+// port the step gave, in the directory it gave.
+func TestMachineStepStartsRedis(t *testing.T) {
+	needForkEngine(t)
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server here (apt install redis-server)")
+	}
+	env, ws := machineEnv(t)
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	p := harmless(t)
+	redises := func() []procs.Proc { // on the test's port
+		ps, _ := procs.List()
+		return slices.DeleteFunc(ps, func(q procs.Proc) bool {
+			return q.Comm != "redis-server" || !strings.Contains(strings.Join(q.Argv, " "), ":"+port)
+		})
+	}
+	t.Cleanup(func() {
+		for _, q := range redises() {
+			procs.Stop(q, syscall.SIGKILL, 10*time.Second)
+		}
+	})
+	got := runWith(t, undoshBin, ws, env, "bash", "-c",
+		"echo port "+port+" > "+p+"; redis-server --port "+port+" --bind 127.0.0.1 --dir "+dir+" --save '' --daemonize yes --pidfile "+dir+"/redis.pid --logfile "+dir+"/log")
+	lines := undoshLines(got.stderr)
+	if got.code != 0 || len(lines) != 1 || !strings.Contains(lines[0], "started again on this machine") {
+		t.Fatalf("a step that starts a Redis daemon: %+v", got)
+	}
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 5*time.Second)
+	if err != nil {
+		t.Fatalf("no Redis on port %s after the step: %v (%s)", port, err, lines[0])
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 64)
+	for {
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(string(buf[:n]), "+PONG") {
+			break
+		}
+		// -LOADING: it is reading its dump.
+	}
+	if rs := redises(); len(rs) != 1 || rs[0].Cwd != dir {
+		t.Errorf("the Redis started again: %+v, want one, in %s", rs, dir)
 	}
 }

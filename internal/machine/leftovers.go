@@ -48,6 +48,7 @@ package machine
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -155,7 +156,7 @@ func restart(ls []Leftover, s Step) {
 		default:
 			n++
 			l.Log = filepath.Join(dir, "started", fmt.Sprintf("%s-%d.log", name, n))
-			q, err := procs.Start(l.Proc, l.Log)
+			q, err := procs.Start(unrenamed(l.Proc), l.Log)
 			if err != nil {
 				l.State, l.Err = LeftFailed, err.Error()
 			} else {
@@ -207,6 +208,30 @@ func renamed(p procs.Proc) bool {
 	return p.Forked && len(p.Argv) == 1 && strings.ContainsRune(p.Argv[0], ' ')
 }
 
+// unrenamed is p as it can be started again: a Redis server that
+// rewrote its command line to "redis-server 127.0.0.1:6399" is started
+// on that address, in its directory (Redis works in its dir), in the
+// foreground (it is detached anyway). Any other p is itself.
+func unrenamed(p procs.Proc) procs.Proc {
+	if !renamed(p) {
+		return p
+	}
+	f := strings.Fields(p.Argv[0])
+	if len(f) != 2 || filepath.Base(f[0]) != "redis-server" {
+		return p
+	}
+	host, port, err := net.SplitHostPort(f[1])
+	if err != nil {
+		return p
+	}
+	argv := []string{f[0], "--port", port, "--dir", p.Cwd, "--daemonize", "no"}
+	if host != "*" && host != "" {
+		argv = append(argv, "--bind", host)
+	}
+	p.Argv = argv
+	return p
+}
+
 // LeftoverSummary says in one line what became of the processes the step
 // left running in its copy ("" when it left none), to follow "step N ":
 // "left 1 process running in its copy of the machine; started again on
@@ -223,7 +248,7 @@ func (o Outcome) LeftoverSummary() string {
 		switch l.State {
 		case LeftStarted:
 			note := ""
-			if renamed(l.Proc) {
+			if renamed(l.Proc) && slices.Equal(unrenamed(l.Proc).Argv, l.Proc.Argv) {
 				note = "; it had rewritten its command line, so it runs with what /proc showed, not the step's arguments: check it"
 			}
 			if l.Ended {

@@ -130,15 +130,38 @@ func waitFor(t *testing.T, cond func() bool) {
 // A daemon that rewrote its command line is started with it, and the
 // summary says so.
 func TestSummaryRenamed(t *testing.T) {
-	o := Outcome{Leftovers: []Leftover{{Proc: procs.Proc{PID: 5, PPID: 1, Argv: []string{"redis-server *:6399"}, Forked: true}, State: LeftStarted,
+	o := Outcome{Leftovers: []Leftover{{Proc: procs.Proc{PID: 5, PPID: 1, Argv: []string{"mydaemon: worker 1"}, Forked: true}, State: LeftStarted,
 		Started: procs.Proc{PID: 99}, Log: "/l"}}}
-	if got := o.LeftoverSummary(); !strings.HasSuffix(got, ": redis-server *:6399 (pid 99, log /l; it had rewritten its command line, so it runs with what /proc showed, not the step's arguments: check it)") {
+	if got := o.LeftoverSummary(); !strings.HasSuffix(got, ": mydaemon: worker 1 (pid 99, log /l; it had rewritten its command line, so it runs with what /proc showed, not the step's arguments: check it)") {
 		t.Errorf("summary: %s", got)
 	}
 	for _, p := range []procs.Proc{{Argv: []string{"redis-server *:6399"}}, {Argv: []string{"sleep", "1 2"}, Forked: true}} {
 		if renamed(p) {
 			t.Errorf("renamed(%+v)", p)
 		}
+	}
+}
+
+// A Redis server that rewrote its command line is started again on its
+// address, in its directory, in the foreground; its summary has no
+// warning.
+func TestUnrenamedRedis(t *testing.T) {
+	for _, c := range []struct {
+		argv string
+		want []string
+	}{
+		{"redis-server *:6399", []string{"redis-server", "--port", "6399", "--dir", "/srv/r", "--daemonize", "no"}},
+		{"/usr/bin/redis-server 127.0.0.1:6400", []string{"/usr/bin/redis-server", "--port", "6400", "--dir", "/srv/r", "--daemonize", "no", "--bind", "127.0.0.1"}},
+		{"mydaemon: worker 1", []string{"mydaemon: worker 1"}},
+	} {
+		p := procs.Proc{Argv: []string{c.argv}, Forked: true, Cwd: "/srv/r"}
+		if got := unrenamed(p).Argv; !slices.Equal(got, c.want) {
+			t.Errorf("unrenamed(%q) = %q, want %q", c.argv, got, c.want)
+		}
+	}
+	o := Outcome{Leftovers: []Leftover{{Proc: procs.Proc{PID: 5, Argv: []string{"redis-server *:6399"}, Forked: true, Cwd: "/"}, State: LeftStarted, Started: procs.Proc{PID: 99}, Log: "/l"}}}
+	if got := o.LeftoverSummary(); strings.Contains(got, "rewritten") {
+		t.Errorf("summary: %s", got)
 	}
 }
 

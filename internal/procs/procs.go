@@ -253,9 +253,22 @@ func (p Proc) Startable() bool { return p.program() != "" && p.Cwd != "" && len(
 // program is the path to start p with: its exe, or argv[0] when that is
 // a path (a program started through a link keeps its name in argv[0]).
 func (p Proc) program() string {
-	if len(p.Argv) > 0 && strings.HasPrefix(p.Argv[0], "/") {
+	if len(p.Argv) == 0 {
+		return p.Exe
+	}
+	if strings.HasPrefix(p.Argv[0], "/") {
 		if _, err := os.Stat(p.Argv[0]); err == nil {
 			return p.Argv[0]
+		}
+	}
+	// A name on PATH that is the exe under another name (Debian's
+	// redis-server, a link to redis-check-rdb): its name is what the
+	// program goes by, and the kernel's comm.
+	if path, err := exec.LookPath(p.Argv[0]); err == nil && p.Exe != "" && !strings.Contains(p.Argv[0], "/") {
+		a, errA := os.Stat(path)
+		b, errB := os.Stat(p.Exe)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return path
 		}
 	}
 	return p.Exe
