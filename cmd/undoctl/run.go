@@ -387,6 +387,9 @@ func classNote(d policy.Decision) string {
 	case d.Class == policy.Git:
 		return " (changes workspace files: checkpoint first)"
 	}
+	if names, all := d.Live(); all {
+		return " (live: " + strings.Join(names, ", ") + "; with no sandbox host it runs here, not in a copy, after a checkpoint of its workspace and of the services it names; docs/services.md)"
+	}
 	return " (changes the machine: runs in a copy)"
 }
 
