@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,8 +31,9 @@ type liveStep struct {
 	store    *service.Store
 	services []service.Service
 	// targets are the processes the step's kill, pkill or killall would
-	// end, read just before it runs; unknown says why some could not be
-	// told (a pid known only at run time).
+	// end, read just before it runs; unknown is the command whose could
+	// not be told (a pid known only at run time): then every process
+	// that has run a while counts, should it end during the step.
 	targets []procs.Proc
 	unknown string
 }
@@ -202,8 +204,12 @@ func (r *run) prepareLive(names []string) (why string) {
 				}
 				argv = append(argv, w.Value)
 			}
+			if argv == nil {
+				l.unknown = c.Text
+				continue
+			}
 			ps, ok, err := procs.Targets(argv)
-			if argv == nil || !ok || err != nil {
+			if !ok || err != nil {
 				l.unknown = c.Text
 				continue
 			}
@@ -216,7 +222,52 @@ func (r *run) prepareLive(names []string) (why string) {
 			}
 		}
 	}
+	if l.unknown != "" {
+		l.targets = append(l.targets, longLived(l.targets)...)
+	}
 	return ""
+}
+
+// settled is how long a process has run for a kill whose targets are
+// known only at run time (kill $(cat app.pid)) to count it, should it
+// end during the step, among those the step ended: a server, not a
+// command that happened to finish meanwhile.
+const settled = 2 * time.Second
+
+// longLived lists the processes that have run for settled or longer,
+// but undosh, its ancestors, kernel threads and those of have.
+func longLived(have []procs.Proc) []procs.Proc {
+	all, err := procs.List()
+	if err != nil {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return nil
+	}
+	up, err := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
+	if err != nil {
+		return nil
+	}
+	now := uint64(up * 100) // start times count USER_HZ ticks since boot
+	mine := map[int]bool{}
+	for pid := os.Getpid(); pid > 1 && !mine[pid]; {
+		mine[pid] = true
+		i := slices.IndexFunc(all, func(p procs.Proc) bool { return p.PID == pid })
+		if i < 0 {
+			break
+		}
+		pid = all[i].PPID
+	}
+	var out []procs.Proc
+	for _, p := range all {
+		if mine[p.PID] || p.Exe == "" || len(p.Argv) == 0 || p.PID == 1 || now < p.Start+uint64(settled/(10*time.Millisecond)) ||
+			slices.ContainsFunc(have, p.Same) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // checkpointServices checkpoints the live step's services before it runs,
@@ -296,16 +347,20 @@ func (r *run) startKilled(rec *journal.Record) string {
 
 // killNotice is the line said after a kept live step that killed
 // processes: what it ended, and that only their command lines are kept.
-func killNotice(id int, killed []procs.Proc) string {
-	if len(killed) == 0 {
+func (l *liveStep) killNotice(id int, killed []procs.Proc) string {
+	if l == nil || len(killed) == 0 {
 		return ""
 	}
 	names := make([]string, 0, len(killed))
 	for _, p := range killed {
 		names = append(names, fmt.Sprintf("%s (pid %d)", clip(p.Command(), 60), p.PID))
 	}
-	return fmt.Sprintf("step %d ended %d %s of the sandbox: %s; what %s held in memory is gone, which no checkpoint restores; undoctl back %d starts %s again",
-		id, len(killed), plural(len(killed), "process", "processes"), strings.Join(names, "; "),
+	guess := ""
+	if l.unknown != "" {
+		guess = fmt.Sprintf(" (`%s` names its targets only as it runs: these are the long-running processes that ended meanwhile)", clip(l.unknown, 40))
+	}
+	return fmt.Sprintf("step %d ended %d %s of the sandbox%s: %s; what %s held in memory is gone, which no checkpoint restores; undoctl back %d starts %s again",
+		id, len(killed), plural(len(killed), "process", "processes"), guess, strings.Join(names, "; "),
 		plural(len(killed), "it", "they"), id, plural(len(killed), "it", "them"))
 }
 

@@ -617,7 +617,7 @@ func (g *gitStep) finish(st status) int {
 	}
 	if rec.Outcome == journal.Kept {
 		g.checkpointAfter()
-		if n := killNotice(g.step.ID, rec.Killed); n != "" && rec.Notice == "" {
+		if n := r.live.killNotice(g.step.ID, rec.Killed); n != "" && rec.Notice == "" {
 			rec.Notice = n
 		}
 	}

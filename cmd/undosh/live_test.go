@@ -251,3 +251,45 @@ func TestLiveOtherUsersService(t *testing.T) {
 		t.Errorf("the second such step: %+v", r)
 	}
 }
+
+// A kill whose target is known only as it runs (kill $(cat app.pid)):
+// the long-running process that ended during the step is journalled as
+// the step's, and the notice says how undosh knows.
+func TestLiveKillDynamic(t *testing.T) {
+	dir := t.TempDir()
+	argv := []string{"sleep", fmt.Sprintf("%d.%d", 5000+os.Getpid()%1000, 9)}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	t.Cleanup(func() {
+		for _, p := range findArgv(t, argv) {
+			syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dir, "app.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// It must have run a while to count as a server.
+	p, err := procs.Read(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile("/proc/uptime")
+		up, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+		return uint64(up*100) > p.Start+250
+	})
+	env, ws := machineEnv(t)
+	got := runWith(t, undoshBin, ws, env, "bash", "-c", "kill $(cat "+filepath.Join(dir, "app.pid")+")")
+	lines := undoshLines(got.stderr)
+	if got.code != 0 || len(lines) != 1 || !strings.Contains(lines[0], "ended 1 process") || !strings.Contains(lines[0], "only as it runs") {
+		t.Fatalf("kill $(cat app.pid): %+v", got)
+	}
+	killed, _ := lastRecord(t, env)["killed"].([]any)
+	if len(killed) != 1 || fmt.Sprint(killed[0].(map[string]any)["argv"]) != fmt.Sprint(argvAny(argv)) {
+		t.Errorf("journalled as killed: %v", killed)
+	}
+}
