@@ -24,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
-SCALES=${SCALES:-10 35 70}
+SCALES=${SCALES-10 35 70}
 if [ "$(id -u)" != 0 ]; then
   echo "bench/service.sh: needs root (PostgreSQL runs as a user it makes)" >&2
   exit 2
@@ -63,7 +63,7 @@ now() { date +%s%N; }
 ms() { echo "scale=1; ($2 - $1) / 1000000" | bc; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # field NAME: a number from the JSON point undoctl printed, in ms.
-field() { python3 -c 'import json,sys; p=json.load(sys.stdin); v=p[sys.argv[1]]; print(v/1e6 if sys.argv[1] in ("took","frozen") else v)' "$1"; }
+field() { python3 -c 'import json,sys; p=json.load(sys.stdin); v=p[sys.argv[1]]; print("%.1f" % (v/1e6) if sys.argv[1] in ("took","frozen") else v)' "$1"; }
 service_name() { # the name undoctl gives the server on port $1
   bin/undoctl services --json | python3 -c 'import json,sys; print(next(s["name"] for s in json.load(sys.stdin)["services"] if s.get("port")==int(sys.argv[1])))' "$1"
 }
@@ -108,11 +108,11 @@ echo "(ms; checkpt and rollback are what undoctl reports and the wall time of un
 # Redis, with its dump growing.
 mkdir -p "$work/redis" && chown "$user" "$work/redis"
 as redis-server --port "$redisport" --bind 127.0.0.1 --dir "$work/redis" --save "" --appendonly no \
-  --daemonize yes --logfile "$work/redis.log" --pidfile "$work/redis/redis.pid"
+  --daemonize yes --logfile "$work/redis.log" --pidfile "$work/redis/redis.pid" --enable-debug-command local
 for _ in $(seq 100); do redis-cli -p "$redisport" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 printf '\n%-10s %9s | %9s %9s %6s | %9s %7s | %9s\n' "redis" "keys" "checkpt" "save+cp" "ratio" "" "frozen" "rollback"
 for keys in 10000 1000000; do
-  redis-cli -p "$redisport" debug populate "$keys" >/dev/null
+  [ "$(redis-cli -p "$redisport" debug populate "$keys")" = OK ] || { echo "redis: DEBUG POPULATE failed" >&2; exit 1; }
   name=$(service_name "$redisport")
   ck=() bs=() fr=() rb=()
   for r in $(seq "$ROUNDS"); do

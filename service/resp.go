@@ -193,8 +193,20 @@ func askRedis(port int) (redisSetup, error) {
 	if pidfile != "" {
 		rs.args = append(rs.args, "--pidfile", pidfile)
 	}
+	// Settings a command line often gives, where this server has them
+	// (an older Redis lacks some).
+	for _, name := range redisKept {
+		if v, err := rc.config(name); err == nil && v != "" {
+			rs.args = append(rs.args, "--"+name, v)
+		}
+	}
 	return rs, nil
 }
+
+// redisKept are the settings, besides where its data is, that a Redis
+// started again keeps.
+var redisKept = []string{"databases", "maxmemory", "maxmemory-policy", "protected-mode", "appendfsync",
+	"enable-debug-command", "unixsocket", "unixsocketperm", "logfile", "loglevel"}
 
 // redisSave has the server on port write its snapshot now (SAVE: it
 // answers nothing else meanwhile, so the file holds every write it

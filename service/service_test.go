@@ -362,53 +362,47 @@ func TestCheckpointServiceGone(t *testing.T) {
 }
 
 // The disk fills during the copy: the error says so and what to do,
-// and the partial copy is removed; the service runs on, unfrozen.
+// and the partial copy is removed; the service runs on, unfrozen. The
+// test runs itself again in a mount namespace of its own (unshare),
+// where its small tmpfs lives and dies.
 func TestCheckpointDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
+	if os.Getenv("UNDOSH_TEST_DISK_FULL") == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("mounting a small tmpfs needs root")
+		}
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			t.Skip("unshare (util-linux) is not installed")
+		}
+		cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0], "-test.run=^TestCheckpointDiskFull$", "-test.v")
+		cmd.Env = append(os.Environ(), "UNDOSH_TEST_DISK_FULL=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestCheckpointDiskFull")) {
+			t.Fatalf("in a mount namespace of its own: %v\n%s", err, out)
+		}
+		return
 	}
 	data := t.TempDir()
 	writeFile(t, filepath.Join(data, "big"), strings.Repeat("x", 2<<20))
 	main := sleeper(t, data)
 	small := t.TempDir()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the namespace ends with the thread
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- err
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			errc <- err
-			return
-		}
-		if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Unmount(small, unix.MNT_DETACH)
-		st, err := Open(small)
-		if err != nil {
-			errc <- err
-			return
-		}
-		_, err = st.Checkpoint(context.Background(), Service{Name: "app", Main: main, Data: []string{data}, Declared: true})
-		if err == nil {
-			errc <- errors.New("a checkpoint that cannot fit succeeded")
-			return
-		}
-		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "free space") {
-			errc <- fmt.Errorf("the error does not say the disk is full and what to do: %v", err)
-			return
-		}
-		if entries, _ := os.ReadDir(st.dir); len(entries) != 0 {
-			errc <- fmt.Errorf("the store holds %d entries after the disk filled", len(entries))
-			return
-		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(small, unix.MNT_DETACH) })
+	st, err := Open(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Checkpoint(context.Background(), Service{Name: "app", Main: main, Data: []string{data}, Declared: true})
+	if err == nil {
+		t.Fatal("a checkpoint that cannot fit succeeded")
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("the error does not say the disk is full and what to do: %v", err)
+	}
+	if entries, _ := os.ReadDir(st.dir); len(entries) != 0 {
+		t.Errorf("the store holds %d entries after the disk filled", len(entries))
 	}
 	if st := procState(main); st == 'T' || st == 0 {
 		t.Errorf("the service after a failed checkpoint: state %q", st)
