@@ -13,7 +13,7 @@
 #                `pg_ctl restart -m fast -w` (stop and start, nothing copied)
 #
 # for a fresh cluster and for pgbench data of growing scale (SCALES; scale
-# 70 is about 1 GB), then for Redis (SAVE and the dump copied) against
+# 70 is about 2 GB), then for Redis (BGSAVE and the dump copied) against
 # `redis-cli SAVE` + `cp` of the dump. Targets (fresh cluster, <= 50 MB):
 # checkpoint <= 300 ms, rollback <= 2 s, frozen <= 100 ms. Medians of ROUNDS.
 #

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -208,23 +209,81 @@ func askRedis(port int) (redisSetup, error) {
 var redisKept = []string{"databases", "maxmemory", "maxmemory-policy", "protected-mode", "appendfsync",
 	"enable-debug-command", "unixsocket", "unixsocketperm", "logfile", "loglevel"}
 
-// redisSave has the server on port write its snapshot now (SAVE: it
-// answers nothing else meanwhile, so the file holds every write it
-// acknowledged).
-func redisSave(port int) error {
+// redisSave has the server on port write its snapshot (BGSAVE: the
+// server forks, and the child writes what the server held at the fork,
+// copy-on-write, while the server goes on answering), and waits until
+// the dump is written. frozen is how long the fork held the server.
+func redisSave(ctx context.Context, port int) (frozen time.Duration, err error) {
 	rc, err := dialRedis(port)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer rc.Close()
-	v, err := rc.do(10*time.Minute, "SAVE")
-	if err != nil {
-		return fmt.Errorf("SAVE: %w", err)
+	info := func(section string) (map[string]string, error) {
+		v, err := rc.do(dialTimeout, "INFO", section)
+		if err != nil {
+			return nil, fmt.Errorf("INFO %s: %w", section, err)
+		}
+		text, _ := v.(string)
+		m := map[string]string{}
+		for _, line := range strings.Split(text, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				m[k] = v
+			}
+		}
+		return m, nil
 	}
-	if v != "OK" {
-		return fmt.Errorf("SAVE: unexpected reply %v", v)
+	// One save at a time: wait out one already running (its own, or a
+	// rewrite of the append-only file), then start ours.
+	started := false
+	for !started {
+		v, err := rc.do(dialTimeout, "BGSAVE")
+		var re replyError
+		switch {
+		case err == nil && strings.HasPrefix(fmt.Sprint(v), "Background saving started"):
+			started = true
+		case errors.As(err, &re) && strings.Contains(string(re), "in progress"):
+			if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+				return 0, err
+			}
+		case err != nil:
+			return 0, fmt.Errorf("BGSAVE: %w", err)
+		default:
+			return 0, fmt.Errorf("BGSAVE: unexpected reply %v", v)
+		}
 	}
-	return nil
+	for {
+		m, err := info("persistence")
+		if err != nil {
+			return 0, err
+		}
+		if m["rdb_bgsave_in_progress"] == "0" {
+			if st := m["rdb_last_bgsave_status"]; st != "ok" {
+				return 0, fmt.Errorf("BGSAVE failed (rdb_last_bgsave_status: %s; the server's log says why)", st)
+			}
+			break
+		}
+		if err := sleepCtx(ctx, 2*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	if m, err := info("stats"); err == nil {
+		us, _ := strconv.ParseInt(m["latest_fork_usec"], 10, 64)
+		frozen = time.Duration(us) * time.Microsecond
+	}
+	return frozen, nil
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // redisShutdown stops the server on port without saving (its data is

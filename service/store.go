@@ -45,7 +45,7 @@ type Point struct {
 	Took   time.Duration `json:"took"`
 	// Method is how the copy was made consistent: "freeze" (the
 	// service's processes stopped for the last pass of the copy),
-	// "save" (Redis wrote its snapshot), or "stopped" (the service was
+	// "save" (Redis wrote its snapshot: BGSAVE), or "stopped" (the service was
 	// not running: the copy a restore takes first).
 	Method string `json:"method"`
 	// Absent lists the data paths that did not exist (a restore removes
@@ -151,8 +151,9 @@ func (st *Store) latest(name string) (Point, bool) {
 // of the data is copied with the service running; then its processes
 // are stopped (SIGSTOP, the whole tree), what changed meanwhile is
 // copied again, and they go on (SIGCONT, whatever happened). A Redis
-// without an append-only file writes its snapshot instead (SAVE). On an
-// error nothing of the point is left.
+// without an append-only file writes its snapshot instead (BGSAVE),
+// which is copied once written. On an error nothing of the point is
+// left.
 func (st *Store) Checkpoint(ctx context.Context, s Service) (pt Point, err error) {
 	if s.Unreadable != "" {
 		return Point{}, fmt.Errorf("service %s cannot be checkpointed: %s", s.Name, s.Unreadable)
@@ -202,12 +203,11 @@ func (st *Store) take(ctx context.Context, s Service, method string) (pt Point, 
 	pt.Time = time.Now()
 	switch method {
 	case "save":
-		t := time.Now()
-		if err := redisSave(s.Port); err != nil {
+		frozen, err := redisSave(ctx, s.Port)
+		if err != nil {
 			return Point{}, fmt.Errorf("have it write its snapshot: %w", err)
 		}
-		pt.Frozen = time.Since(t)
-		pt.Time = time.Now()
+		pt.Frozen = frozen
 		if err := copyAll(syncOpts{}); err != nil {
 			return Point{}, err
 		}
