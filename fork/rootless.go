@@ -139,6 +139,14 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 			points = append(points, p)
 		}
 	}
+	// Root's copies come and go below DefaultCopiesDir, each on a
+	// tmpfs of its own: one mounted after this plan would sit below an
+	// overlay's lower directory in the session's namespace, which the
+	// kernel refuses (EINVAL). So the directories above it are
+	// mirrored as if a mount were there, and it shows empty.
+	if _, ok := top[DefaultCopiesDir]; !ok {
+		points = append(points, DefaultCopiesDir)
+	}
 	sort.Strings(points)
 	skel := filepath.Join(c.Dir, "layers", "0", "upper")
 	for _, d := range []string{filepath.Join(c.Dir, "root"), skel} {
@@ -264,6 +272,9 @@ func (w *skeleton) entry(p string) error {
 	if slices.Contains(pseudoTrees, p) {
 		// The copy's own /proc, /sys, /dev and /run are mounted here.
 		return w.mountPoint(p, up, st)
+	}
+	if p == DefaultCopiesDir && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return w.mountPoint(p, up, st) // root's copies: empty here
 	}
 	if i, ok := w.top[p]; ok && (pseudoFS[w.table[i].FSType] || w.table[i].Source == mountSource) {
 		// A pseudo filesystem, or another copy's mount: the copy shows

@@ -454,3 +454,96 @@ func diffCopy(t *testing.T, c *Copy) ([]Plan, map[string]Kind) {
 	}
 	return plans, changed
 }
+
+// A copy root makes while a user's rootless copy exists (its tmpfs
+// mounted below DefaultCopiesDir after the user's plan) does not stop
+// the user's session: the directories above root's copies are mirrored,
+// never an overlay's lower directory, so no mount can appear below one.
+func TestRootlessRootCopyAppears(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("TestRootlessRootCopyAppearsAsUser runs as this user itself")
+	}
+	u := testuser.New(t, "undosh-rootless-race", testuser.Options{Home: true})
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = testuser.Install(t, bin)
+	sync := u.Dir(t)
+	cmd := u.Command(bin, "-test.run", "^TestRootlessRootCopyAppearsAsUser$", "-test.v", "-test.count=1")
+	cmd.Env = append(cmd.Env, "UNDOSH_ROOTLESS_SYNC="+sync)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	planned := filepath.Join(sync, "planned")
+	for {
+		if _, err := os.Stat(planned); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the user's test ended before its copy was made: %v\n%s", err, out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	c, err := Create(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	if err := os.WriteFile(filepath.Join(sync, "mounted"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if err != nil || !strings.Contains(out.String(), "--- PASS: TestRootlessRootCopyAppearsAsUser") {
+		if strings.Contains(out.String(), "--- SKIP") {
+			t.Skipf("skipped as %s:\n%s", u.Name, out.String())
+		}
+		t.Fatalf("as %s: %v\n%s", u.Name, err, out.String())
+	}
+}
+
+// TestRootlessRootCopyAppearsAsUser is the user's side: plan a copy,
+// wait until root has mounted one of its own, then run a session.
+func TestRootlessRootCopyAppearsAsUser(t *testing.T) {
+	sync := os.Getenv("UNDOSH_ROOTLESS_SYNC")
+	if os.Geteuid() == 0 || sync == "" {
+		t.Skip("runs as a user who is not root, for TestRootlessRootCopyAppears")
+	}
+	if err := Probe(); err != nil {
+		t.Skipf("no rootless copy here: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(RootlessCopiesDir()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copies, err := os.MkdirTemp(filepath.Dir(RootlessCopiesDir()), "test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(copies)
+	c, err := Create(Options{StateDir: copies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	if err := os.WriteFile(filepath.Join(sync, "planned"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(sync, "mounted")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("root's copy never came")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := run(t, c, "true"); s.err != nil || s.ExitCode != 0 {
+		t.Fatalf("a session after root's copy appeared: %+v, %v", s.Result, s.err)
+	}
+}
