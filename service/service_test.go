@@ -408,3 +408,43 @@ func TestCheckpointDiskFull(t *testing.T) {
 		t.Errorf("the service after a failed checkpoint: state %q", st)
 	}
 }
+
+// A put-back that cannot finish (a file of the data made immutable)
+// keeps both copies and says where the data from before is, and how to
+// put it back by hand.
+func TestRestorePutBackFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chattr +i needs root")
+	}
+	chattr, err := exec.LookPath("chattr")
+	if err != nil {
+		t.Skip("no chattr here (e2fsprogs)")
+	}
+	data := t.TempDir()
+	writeFile(t, filepath.Join(data, "a"), "before")
+	st, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := st.Checkpoint(context.Background(), Service{Name: "app", Main: sleeper(t, data), Data: []string{data}, Declared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(data, "a"), "the step's")
+	if out, err := exec.Command(chattr, "+i", filepath.Join(data, "a")).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(chattr, "-i", filepath.Join(data, "a")).Run() })
+	_, err = st.Restore(context.Background(), pt.ID)
+	var re *RestoreError
+	src := filepath.Join(st.Dir(pt.ID), "data", "0")
+	if !errors.As(err, &re) || re.Stage != "put back" || !strings.Contains(re.Hint, src) || !strings.Contains(re.Hint, "cp -a") || re.After.ID == "" {
+		t.Fatalf("a put-back that cannot finish: %v (%+v)", err, re)
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "a")); err != nil || string(b) != "before" {
+		t.Errorf("the data from before in %s: %q, %v", src, b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(st.Dir(re.After.ID), "data", "0", "a")); err != nil || string(b) != "the step's" {
+		t.Errorf("the data the step left, kept: %q, %v", b, err)
+	}
+}

@@ -50,6 +50,15 @@ func TestLivePostgres(t *testing.T) {
 		t.Errorf("the good migration's service point: %v", sp)
 	}
 
+	// The service's checkpoint counts in undoctl cost, and status lists
+	// the server.
+	if c := runWith(t, undoctlBin, ws, env, "undoctl", "cost", "--json"); c.code != 0 || !strings.Contains(c.stdout, `"step": `+goodID) || !strings.Contains(c.stdout, "snapshot_bytes") {
+		t.Errorf("undoctl cost after the migration: %+v", c)
+	}
+	if st := runWith(t, undoctlBin, ws, env, "undoctl", "status"); st.code != 0 || !strings.Contains(st.stdout, "postgres") || !strings.Contains(st.stdout, pg.Data) {
+		t.Errorf("undoctl status does not list the server: %+v", st)
+	}
+
 	bad := runWith(t, undoshBin, ws, withVerify(env, "psql -Atc 'select count(*) from users'"),
 		"bash", "-c", `psql -c "drop table users"`)
 	lines := undoshLines(bad.stderr)
