@@ -302,3 +302,73 @@ func TestLiveKillDynamic(t *testing.T) {
 		t.Errorf("journalled as killed: %v", killed)
 	}
 }
+
+// A service the policy declares (found by its program's name, its data
+// where the policy says), named by a user's rule's live: a failing step
+// of its client puts its data back and starts it again.
+func TestLiveDeclaredService(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "state"), []byte("v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("undosh-app-%d", os.Getpid()%100000)
+	prog := filepath.Join(dir, name)
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "appctl"), []byte("#!/bin/sh\necho \"$1\" > "+data+"/state\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(prog, "1000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	t.Cleanup(func() {
+		for _, p := range findArgv(t, []string{prog, "1000"}) {
+			syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+	})
+	pol := writePolicy(t, fmt.Sprintf(`version: 1
+services:
+  - name: app
+    process: %q
+    data: [%q]
+rules:
+  - name: app-client
+    programs: [appctl]
+    live: app
+    class: fork
+`, name, data))
+	env, ws := machineEnv(t)
+	env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "UNDOSH_POLICY=") || strings.HasPrefix(kv, "PATH=") }),
+		pol, "PATH="+bin+":/usr/bin:/bin")
+	got := runWith(t, undoshBin, ws, env, "bash", "-c", "appctl v2; exit 5")
+	lines := undoshLines(got.stderr)
+	if got.code != 5 || len(lines) != 1 || !strings.Contains(lines[0], "put back service app") {
+		t.Fatalf("a failing step of the declared service's client: %+v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(data, "state")); string(b) != "v1\n" {
+		t.Errorf("the declared service's data after the rollback: %q, want v1", b)
+	}
+	if ps := findArgv(t, []string{prog, "1000"}); len(ps) != 1 || ps[0].PID == cmd.Process.Pid {
+		t.Errorf("the declared service after the rollback: %+v (was pid %d)", ps, cmd.Process.Pid)
+	}
+}
