@@ -751,7 +751,7 @@ func (r *reader) rule(n ast.Node) (Rule, bool) {
 		case "live":
 			rule.Live = r.str(fl.value, "live")
 			if !validServiceName(rule.Live) {
-				r.fail(r.unwrap(fl.value), fmt.Sprintf("live %q is not a name", rule.Live), "name a kind of service (postgres, mysql, redis, mongodb), database, services, processes, or a service declared under services:")
+				r.fail(r.unwrap(fl.value), fmt.Sprintf("live %q is not a name", rule.Live), "name a kind of service ("+strings.Join(ServiceKinds, ", ")+"), database, services, processes, or a service declared under services:")
 			}
 		case "class":
 			rule.Class = r.class(fl.value, "class")
@@ -800,8 +800,9 @@ func validServiceName(s string) bool {
 	return true
 }
 
-// serviceKinds are the kinds of service undosh knows how to handle.
-var serviceKinds = []string{"postgres", "mysql", "redis", "mongodb"}
+// ServiceKinds are the kinds of service undosh finds and handles by
+// itself (package service); live: and a declared kind: name them.
+var ServiceKinds = []string{"postgres", "mysql", "redis", "mongodb"}
 
 func (r *reader) service(n ast.Node) (ServiceDecl, bool) {
 	s := ServiceDecl{At: r.at(n)}
@@ -814,7 +815,7 @@ func (r *reader) service(n ast.Node) (ServiceDecl, bool) {
 			}
 		case "kind":
 			s.Kind = r.str(fl.value, "kind")
-			if !slices.Contains(serviceKinds, s.Kind) {
+			if !slices.Contains(ServiceKinds, s.Kind) {
 				r.fail(r.unwrap(fl.value), fmt.Sprintf("service kind %q is not one undosh knows", s.Kind), "use postgres, mysql, redis or mongodb, or leave kind out for a generic service")
 			}
 		case "process":

@@ -36,8 +36,9 @@ const (
 	MongoDB  = "mongodb"
 )
 
-// Kinds are the kinds a policy's live: may name, databases all.
-var Kinds = []string{Postgres, MySQL, Redis, MongoDB}
+// Kinds are the kinds above: the databases a policy's live: database
+// names.
+var Kinds = policy.ServiceKinds
 
 // Decl is a service the policy declares (services: in policy.yaml).
 type Decl = policy.ServiceDecl

@@ -45,7 +45,7 @@ func liveServices(all []service.Service, names []string) []service.Service {
 	for _, s := range all {
 		for _, n := range names {
 			if n == s.Kind || n == s.Name || n == policy.LiveServices ||
-				n == policy.LiveDatabase && slices.Contains([]string{service.Postgres, service.MySQL, service.Redis, service.MongoDB}, s.Kind) {
+				n == policy.LiveDatabase && slices.Contains(service.Kinds, s.Kind) {
 				out = append(out, s)
 				break
 			}
