@@ -71,7 +71,7 @@ func subcommandIndex(base string, argv []Arg) int {
 			}
 			continue
 		}
-		if base == "service" && i+1 < len(argv) {
+		if (base == "service" || base == "invoke-rc.d" || base == "rc-service") && i+1 < len(argv) {
 			// service NAME ACTION: the action says what it does.
 			return i + 1
 		}

@@ -165,8 +165,10 @@ func clientPort(cmd parser.Command, short, long string) (port int, ok bool) {
 	return port, true
 }
 
-// killCommands are the programs whose targets a live step records.
-var killCommands = []string{"kill", "pkill", "killall"}
+// killCommands are the programs whose targets a live step records
+// (fuser -k, whose targets procs.Targets cannot read ahead, as one known
+// only as it runs).
+var killCommands = []string{"kill", "pkill", "killall", "fuser"}
 
 // prepareLive finds what the live step that names names will act on:
 // the services to checkpoint, and the processes its kills will end. It
