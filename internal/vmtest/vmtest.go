@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/internal/flock"
+	"github.com/undosh/undosh/internal/qemu"
 )
 
 //go:embed build-guest.sh
@@ -109,10 +109,11 @@ func Build(t testing.TB, binaries ...string) Guest {
 		os.RemoveAll(tmp)
 		t.Fatalf("build-guest.sh: %v\n%s", err, out)
 	}
-	// Older builds of other inputs go: each holds a 40 MB disk.
+	// Builds of other inputs a day old go (each holds a 40 MB disk); a
+	// newer one may be another test binary's, booting now.
 	if old, _ := filepath.Glob(filepath.Join(base, "*")); len(old) > 0 {
 		for _, o := range old {
-			if fi, err := os.Stat(o); err == nil && fi.IsDir() && o != tmp {
+			if fi, err := os.Stat(o); err == nil && fi.IsDir() && o != tmp && time.Since(fi.ModTime()) > 24*time.Hour {
 				os.RemoveAll(o)
 			}
 		}
@@ -131,93 +132,83 @@ type Options struct {
 	Memory int
 }
 
-// VM is a running guest.
+// VM is a running guest and its console.
 type VM struct {
-	Dir string // its own: disk overlay, sockets, console log
-	cmd *exec.Cmd
-	// done is closed once qemu has ended; err is its end.
-	done chan struct{}
-	err  error
-
+	*qemu.Machine
 	mu      sync.Mutex
 	console net.Conn
 	r       *bufio.Reader
 	seq     int
 }
 
-// Boot starts g with a disk of its own (a qcow2 overlay over g's root),
-// its serial console on a Unix socket (and logged to console.log), and
-// QMP on qmp.sock, and waits until it is ready. The end of t stops it.
+// Config is how g boots with o.
+func (g Guest) Config(o Options) qemu.Config {
+	return qemu.Config{Kernel: g.Kernel, Initrd: g.Initrd, Append: "console=ttyS0 panic=-1 quiet", Memory: o.Memory}
+}
+
+// Boot starts g with a disk of its own (a qcow2 layer over g's root),
+// and waits until it is ready. The end of t stops it.
 func Boot(t testing.TB, g Guest, o Options) *VM {
 	t.Helper()
-	if o.Memory == 0 {
-		o.Memory = 256
-	}
-	dir, err := os.MkdirTemp("", "undosh-vm-")
+	m, err := qemu.Start(g.Config(o), tempDir(t), g.Root)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("boot: %v", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	disk := filepath.Join(dir, "disk.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-b", g.Root, "-F", "qcow2", disk).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img create: %v\n%s", err, out)
-	}
-	v := &VM{Dir: dir, done: make(chan struct{})}
-	v.cmd = exec.Command("qemu-system-x86_64",
-		"-accel", "tcg", "-machine", "pc", "-cpu", "qemu64", "-smp", "2", "-m", strconv.Itoa(o.Memory)+"M",
-		"-nographic", "-no-reboot", "-nodefaults", "-no-user-config",
-		"-kernel", g.Kernel, "-initrd", g.Initrd, "-append", "console=ttyS0 panic=-1 quiet",
-		"-blockdev", "driver=file,filename="+disk+",node-name=f0",
-		"-blockdev", "driver=qcow2,file=f0,node-name=root0", "-device", "virtio-blk-pci,drive=root0",
-		"-chardev", "socket,id=ser0,path="+filepath.Join(dir, "console.sock")+",server=on,wait=off,logfile="+filepath.Join(dir, "console.log"),
-		"-serial", "chardev:ser0",
-		"-qmp", "unix:"+filepath.Join(dir, "qmp.sock")+",server=on,wait=off",
-		"-monitor", "none", "-display", "none")
-	log, err := os.Create(filepath.Join(dir, "qemu.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.cmd.Stdout, v.cmd.Stderr = log, log
-	// qemu dies with the test binary, should it be killed before its
-	// cleanup runs.
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := v.cmd.Start(); err != nil {
-		log.Close()
-		t.Fatal(err)
-	}
-	go func() {
-		v.err = v.cmd.Wait()
-		log.Close()
-		close(v.done)
-	}()
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "console.log"))
-			t.Logf("the guest's console:\n%s", tail(b, 4000))
-		}
-		v.stop()
-	})
-	if err := v.connect(); err != nil {
-		t.Fatalf("boot: %v\nqemu: %s", err, readFile(filepath.Join(dir, "qemu.log")))
-	}
+	v := Attach(t, m)
 	if err := v.waitFor("undosh-guest: ready", BootTimeout); err != nil {
 		t.Fatalf("boot: %v", err)
 	}
 	return v
 }
 
+// Attach takes m (a machine started, or forked, by the test) and its
+// console, and stops it when t ends.
+func Attach(t testing.TB, m *qemu.Machine) *VM {
+	t.Helper()
+	v := &VM{Machine: m}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(m.ConsoleLog())
+			t.Logf("the console of %s:\n%s", m.Dir, tail(b, 4000))
+		}
+		m.Quit(10 * time.Second)
+		if v.console != nil {
+			v.console.Close()
+		}
+	})
+	if err := v.connect(); err != nil {
+		t.Fatalf("console of %s: %v", m.Dir, err)
+	}
+	return v
+}
+
+// tempDir is a directory for a machine, removed when t ends.
+func tempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "undosh-vm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// TempDir is a directory for a machine a test forks, removed when t
+// ends.
+func TempDir(t testing.TB) string { return tempDir(t) }
+
 // connect dials the console, which qemu listens on once it has started.
 func (v *VM) connect() error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.Dial("unix", filepath.Join(v.Dir, "console.sock"))
+		c, err := net.Dial("unix", v.ConsolePath())
 		if err == nil {
 			v.console, v.r = c, bufio.NewReader(c)
 			return nil
 		}
 		select {
-		case <-v.done:
-			return fmt.Errorf("qemu ended: %v", v.err)
+		case <-v.Done():
+			return errors.New("qemu ended")
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -237,8 +228,8 @@ func (v *VM) waitFor(marker string, timeout time.Duration) error {
 		}
 		if err != nil {
 			select {
-			case <-v.done:
-				return fmt.Errorf("qemu ended before %q: %v", marker, v.err)
+			case <-v.Done():
+				return fmt.Errorf("qemu ended before %q", marker)
 			default:
 			}
 			return fmt.Errorf("no %q on the console: %w", marker, err)
@@ -283,77 +274,6 @@ func (v *VM) Run(script string, timeout time.Duration) (string, int, error) {
 
 // cleanConsole drops the CRs a serial console may add.
 func cleanConsole(s string) string { return strings.ReplaceAll(s, "\r", "") }
-
-// QMP sends one QMP command and returns its return value.
-func (v *VM) QMP(command string, args any) (json.RawMessage, error) {
-	c, err := net.Dial("unix", filepath.Join(v.Dir, "qmp.sock"))
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	dec := json.NewDecoder(c)
-	var greeting map[string]any
-	if err := dec.Decode(&greeting); err != nil {
-		return nil, fmt.Errorf("qmp greeting: %w", err)
-	}
-	call := func(cmd string, args any) (json.RawMessage, error) {
-		req := map[string]any{"execute": cmd}
-		if args != nil {
-			req["arguments"] = args
-		}
-		if err := json.NewEncoder(c).Encode(req); err != nil {
-			return nil, err
-		}
-		for {
-			var resp struct {
-				Return json.RawMessage `json:"return"`
-				Error  *struct {
-					Class, Desc string
-				} `json:"error"`
-				Event string `json:"event"`
-			}
-			if err := dec.Decode(&resp); err != nil {
-				return nil, err
-			}
-			switch {
-			case resp.Event != "":
-				continue
-			case resp.Error != nil:
-				return nil, fmt.Errorf("qmp %s: %s: %s", cmd, resp.Error.Class, resp.Error.Desc)
-			}
-			return resp.Return, nil
-		}
-	}
-	if _, err := call("qmp_capabilities", nil); err != nil {
-		return nil, err
-	}
-	return call(command, args)
-}
-
-// stop ends qemu: quit over QMP, then SIGKILL of its process group.
-func (v *VM) stop() {
-	select {
-	case <-v.done:
-		return
-	default:
-	}
-	_, _ = v.QMP("quit", nil)
-	select {
-	case <-v.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
-		<-v.done
-	}
-	if v.console != nil {
-		v.console.Close()
-	}
-}
-
-func readFile(p string) string {
-	b, _ := os.ReadFile(p)
-	return string(b)
-}
 
 func tail(b []byte, n int) string {
 	if len(b) > n {

@@ -35,9 +35,8 @@ func TestGuest(t *testing.T) {
 	if out, code, err := v.Run("exit 7", time.Minute); err != nil || code != 7 {
 		t.Errorf("exit 7 in the guest: %q, %d, %v", out, code, err)
 	}
-	status, err := v.QMP("query-status", nil)
-	if err != nil || !strings.Contains(string(status), `"running"`) {
-		t.Errorf("query-status: %s, %v", status, err)
+	if st, err := v.QMP().Status(10 * time.Second); err != nil || st != "running" {
+		t.Errorf("query-status: %s, %v", st, err)
 	}
 	out, code, err := v.Run(`cd /root && UNDOSH_VERIFY=false undosh -c 'echo bad > /etc/undosh-vm; cat /etc/undosh-vm'; echo "status $?"; test -e /etc/undosh-vm && echo present || echo absent`, 2*time.Minute)
 	if err != nil || !strings.Contains(out, "bad\n") || !strings.Contains(out, "discarded") || !strings.Contains(out, "absent") {

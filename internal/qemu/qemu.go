@@ -1,0 +1,328 @@
+// Package qemu runs Linux guests under QEMU and forks them whole,
+// memory, processes and disk, as a VM host for undosh does (issue 20;
+// docs/undohost.md). A [Machine] is one qemu process with its own
+// directory: the top qcow2 layer of its disk, its QMP and console
+// sockets. [Machine.Fork] makes a running copy by the live method that
+// research/vm-host-feasibility.md measured: the copy waits for the
+// original's memory over a Unix socket, the original stops only for the
+// last round of the migration, during which its disk's top layer is
+// frozen (each side goes on writing a layer of its own over it), then
+// both run.
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Config is what boots a guest.
+type Config struct {
+	// Kernel (an ELF with a PVH entry, or a bzImage), Initrd and Append
+	// (the kernel's command line; console=ttyS0 is where the console
+	// socket reads).
+	Kernel, Initrd, Append string
+	// Memory in MiB (default 256) and CPUs (default 2).
+	Memory, CPUs int
+	// Accel is "tcg" (default) or "kvm".
+	Accel string
+}
+
+// Machine is a running qemu.
+type Machine struct {
+	// Dir is the machine's own directory.
+	Dir string
+	// Disk is the top layer of its disk, which it writes.
+	Disk string
+	cfg  Config
+	// node is the block node of the disk's top, which a snapshot
+	// replaces.
+	node  string
+	nodes int
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error
+	qmp   *QMP
+}
+
+// Paths of a machine's directory.
+func (m *Machine) QMPPath() string     { return filepath.Join(m.Dir, "qmp.sock") }
+func (m *Machine) ConsolePath() string { return filepath.Join(m.Dir, "console.sock") }
+func (m *Machine) ConsoleLog() string  { return filepath.Join(m.Dir, "console.log") }
+func (m *Machine) migrationPath() string {
+	return filepath.Join(m.Dir, "migrate.sock")
+}
+
+// Done is closed once qemu has ended.
+func (m *Machine) Done() <-chan struct{} { return m.done }
+
+// PID is qemu's.
+func (m *Machine) PID() int { return m.cmd.Process.Pid }
+
+// Start boots a machine in dir (made if need be) whose disk is a new
+// layer over base.
+func Start(cfg Config, dir, base string) (*Machine, error) {
+	return start(cfg, dir, base, false)
+}
+
+func start(cfg Config, dir, base string, incoming bool) (*Machine, error) {
+	if cfg.Memory == 0 {
+		cfg.Memory = 256
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.Accel == "" {
+		cfg.Accel = "tcg"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	m := &Machine{Dir: dir, Disk: filepath.Join(dir, "disk.qcow2"), cfg: cfg, node: "root0", done: make(chan struct{})}
+	size, err := virtualSize(base)
+	if err != nil {
+		return nil, err
+	}
+	// -u: base may be a running machine's top, locked by its qemu; its
+	// size is known, and its content is read once it is frozen.
+	if out, err := exec.Command("qemu-img", "create", "-q", "-u", "-f", "qcow2", "-b", base, "-F", "qcow2", m.Disk, strconv.FormatInt(size, 10)).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("qemu-img create %s over %s: %v: %s", m.Disk, base, err, out)
+	}
+	args := []string{
+		"-accel", cfg.Accel, "-machine", "pc", "-cpu", "qemu64", "-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.Memory) + "M",
+		"-nographic", "-no-reboot", "-nodefaults", "-no-user-config",
+		"-kernel", cfg.Kernel, "-initrd", cfg.Initrd, "-append", cfg.Append,
+		"-blockdev", "driver=file,filename=" + m.Disk + ",node-name=f0",
+		"-blockdev", "driver=qcow2,file=f0,node-name=root0", "-device", "virtio-blk-pci,drive=root0,id=vblk0",
+		"-chardev", "socket,id=ser0,path=" + m.ConsolePath() + ",server=on,wait=off,logfile=" + m.ConsoleLog(),
+		"-serial", "chardev:ser0",
+		"-qmp", "unix:" + m.QMPPath() + ",server=on,wait=off",
+		"-monitor", "none", "-display", "none",
+	}
+	if incoming {
+		args = append(args, "-incoming", "unix:"+m.migrationPath(), "-S")
+	}
+	m.cmd = exec.Command("qemu-system-x86_64", args...)
+	log, err := os.Create(filepath.Join(dir, "qemu.log"))
+	if err != nil {
+		return nil, err
+	}
+	m.cmd.Stdout, m.cmd.Stderr = log, log
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := m.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start qemu: %w", err)
+	}
+	go func() {
+		m.err = m.cmd.Wait()
+		log.Close()
+		close(m.done)
+	}()
+	if err := m.connect(); err != nil {
+		m.Kill()
+		return nil, err
+	}
+	return m, nil
+}
+
+// virtualSize reads the size of the disk image p (which a running qemu
+// may hold).
+func virtualSize(p string) (int64, error) {
+	out, err := exec.Command("qemu-img", "info", "-U", "--output=json", p).Output()
+	if err != nil {
+		return 0, fmt.Errorf("qemu-img info %s: %w", p, err)
+	}
+	var info struct {
+		Size int64 `json:"virtual-size"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil || info.Size == 0 {
+		return 0, fmt.Errorf("qemu-img info %s: no virtual size in %q", p, out)
+	}
+	return info.Size, nil
+}
+
+// connect dials QMP, which qemu serves once it has started.
+func (m *Machine) connect() error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		q, err := DialQMP(m.QMPPath(), 5*time.Second)
+		if err == nil {
+			m.qmp = q
+			return nil
+		}
+		select {
+		case <-m.done:
+			b, _ := os.ReadFile(filepath.Join(m.Dir, "qemu.log"))
+			return fmt.Errorf("qemu ended as it started (%v): %s", m.err, b)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("qemu's QMP socket: %w", err)
+		}
+	}
+}
+
+// QMP is the machine's monitor connection.
+func (m *Machine) QMP() *QMP { return m.qmp }
+
+// Kill ends qemu at once and waits for it.
+func (m *Machine) Kill() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	<-m.done
+}
+
+// Quit asks qemu to end, and kills it if it has not within timeout.
+func (m *Machine) Quit(timeout time.Duration) {
+	if m.qmp != nil {
+		_, _ = m.qmp.Do("quit", nil, timeout)
+		m.qmp.Close()
+	}
+	select {
+	case <-m.done:
+	case <-time.After(timeout):
+		m.Kill()
+	}
+}
+
+// ForkTimes say how long a fork took.
+type ForkTimes struct {
+	// Paused is how long the original's vCPUs were stopped.
+	Paused time.Duration
+	// Running is how long from the start of the fork until the copy
+	// ran.
+	Running time.Duration
+	// RAM is what the migration sent.
+	RAM int64
+}
+
+// migrationTimeout bounds a fork's migration.
+const migrationTimeout = 2 * time.Minute
+
+// Fork makes a running copy of m in dir by live migration: the copy is
+// started waiting for m's state; m migrates to it, pausing only for the
+// last round, during which m's disk top is frozen and m goes on over a
+// new layer; the copy's own layer is over the frozen one. On an error
+// the copy is gone and m runs on as it was.
+func (m *Machine) Fork(ctx context.Context, dir string) (c *Machine, t ForkTimes, err error) {
+	began := time.Now()
+	c, err = start(m.cfg, dir, m.Disk, true)
+	if err != nil {
+		return nil, t, fmt.Errorf("fork: start the copy: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.Kill()
+			// m must run whatever happened.
+			if st, serr := m.qmp.Status(5 * time.Second); serr == nil && st != "running" {
+				_, _ = m.qmp.Do("cont", nil, 5*time.Second)
+			}
+		}
+	}()
+	q := m.qmp
+	if _, err := q.Do("migrate-set-capabilities", map[string]any{"capabilities": []map[string]any{
+		{"capability": "pause-before-switchover", "state": true}, {"capability": "events", "state": true}}}, 10*time.Second); err != nil {
+		return nil, t, fmt.Errorf("fork: %w", err)
+	}
+	if _, err := q.Do("migrate-set-parameters", map[string]any{"max-bandwidth": int64(64) << 30, "downtime-limit": 50}, 10*time.Second); err != nil {
+		return nil, t, fmt.Errorf("fork: %w", err)
+	}
+	if _, err := q.Do("migrate", map[string]any{"uri": "unix:" + c.migrationPath()}, 10*time.Second); err != nil {
+		return nil, t, fmt.Errorf("fork: %w", err)
+	}
+	status := func(want string) func(json.RawMessage) bool {
+		return func(d json.RawMessage) bool {
+			var s struct {
+				Status string `json:"status"`
+			}
+			_ = json.Unmarshal(d, &s)
+			return s.Status == want || s.Status == "failed" || s.Status == "cancelled"
+		}
+	}
+	deadline := migrationTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		deadline = time.Until(dl)
+	}
+	ev, err := q.WaitEvent("MIGRATION", status("pre-switchover"), deadline)
+	if err != nil {
+		_, _ = q.Do("migrate_cancel", nil, 5*time.Second)
+		return nil, t, fmt.Errorf("fork: %w", err)
+	}
+	if !statusIs(ev.Data, "pre-switchover") {
+		return nil, t, fmt.Errorf("fork: the migration ended: %s", ev.Data)
+	}
+	paused := time.Now()
+	// m's vCPUs are stopped from here: freeze its top, go on over a new
+	// one.
+	m.nodes++
+	next := filepath.Join(m.Dir, fmt.Sprintf("disk-%d.qcow2", m.nodes))
+	node := fmt.Sprintf("root%d", m.nodes)
+	if _, err := q.Do("blockdev-snapshot-sync", map[string]any{"node-name": m.node, "snapshot-file": next,
+		"snapshot-node-name": node, "format": "qcow2"}, 30*time.Second); err != nil {
+		_, _ = q.Do("migrate_cancel", nil, 5*time.Second)
+		return nil, t, fmt.Errorf("fork: freeze the disk: %w", err)
+	}
+	m.node, m.Disk = node, next
+	if _, err := q.Do("migrate-continue", map[string]any{"state": "pre-switchover"}, 10*time.Second); err != nil {
+		return nil, t, fmt.Errorf("fork: %w", err)
+	}
+	if ev, err = q.WaitEvent("MIGRATION", status("completed"), deadline); err != nil || !statusIs(ev.Data, "completed") {
+		return nil, t, fmt.Errorf("fork: the migration did not complete: %v %s", err, ev.Data)
+	}
+	if _, err := q.Do("cont", nil, 10*time.Second); err != nil {
+		return nil, t, fmt.Errorf("fork: the original goes on: %w", err)
+	}
+	t.Paused = time.Since(paused)
+	if info, err := q.Do("query-migrate", nil, 10*time.Second); err == nil {
+		var mi struct {
+			RAM struct {
+				Transferred int64 `json:"transferred"`
+			} `json:"ram"`
+		}
+		_ = json.Unmarshal(info, &mi)
+		t.RAM = mi.RAM.Transferred
+	}
+	// The copy is paused once it has the state (-S).
+	for {
+		st, err := c.qmp.Status(10 * time.Second)
+		if err != nil {
+			return nil, t, fmt.Errorf("fork: the copy: %w", err)
+		}
+		if st == "paused" || st == "postmigrate" {
+			break
+		}
+		if st != "inmigrate" {
+			return nil, t, fmt.Errorf("fork: the copy is %s after the migration", st)
+		}
+		select {
+		case <-c.done:
+			return nil, t, errors.New("fork: the copy's qemu ended")
+		case <-ctx.Done():
+			return nil, t, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if _, err := c.qmp.Do("cont", nil, 10*time.Second); err != nil {
+		return nil, t, fmt.Errorf("fork: the copy goes on: %w", err)
+	}
+	t.Running = time.Since(began)
+	return c, t, nil
+}
+
+func statusIs(d json.RawMessage, want string) bool {
+	var s struct {
+		Status string `json:"status"`
+	}
+	return json.Unmarshal(d, &s) == nil && s.Status == want
+}

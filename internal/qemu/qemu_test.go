@@ -1,0 +1,64 @@
+package qemu_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undosh/undosh/internal/vmtest"
+)
+
+// run runs script in v and fails t unless it exits 0.
+func run(t *testing.T, v *vmtest.VM, script string) string {
+	t.Helper()
+	out, code, err := v.Run(script, time.Minute)
+	if err != nil || code != 0 {
+		t.Fatalf("%q in %s: %q, exit %d, %v", script, v.Dir, out, code, err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// A live fork copies the running guest: the copy has the original's
+// processes and what they hold in memory, and its disk from the moment
+// of the fork; what each does afterwards the other does not see, and the
+// original goes on.
+func TestFork(t *testing.T) {
+	g := vmtest.Build(t)
+	orig := vmtest.Boot(t, g, vmtest.Options{})
+	// A counter whose secret lives only in its shell's memory, and a
+	// file on the disk.
+	run(t, orig, `(n=0; s=$RANDOM$RANDOM; while :; do n=$((n+1)); echo "$n $s" > /dev/shm/counter; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+echo before > /root/f; sync
+while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
+	before := strings.Fields(run(t, orig, "cat /dev/shm/counter"))
+	if len(before) != 2 {
+		t.Fatalf("the counter: %q", before)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, times, err := orig.Fork(ctx, vmtest.TempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fork: the original paused %s, the copy ran after %s, %d MiB sent", times.Paused.Round(time.Millisecond),
+		times.Running.Round(time.Millisecond), times.RAM>>20)
+	copy := vmtest.Attach(t, c)
+	after := strings.Fields(run(t, copy, "cat /dev/shm/counter"))
+	if len(after) != 2 || after[1] != before[1] {
+		t.Fatalf("the copy's counter %q, the original's before the fork %q: not the same process", after, before)
+	}
+	if got := run(t, copy, "cat /root/f; echo copy > /root/f; sync; cat /root/f"); got != "before\ncopy" {
+		t.Errorf("the copy's disk: %q", got)
+	}
+	if got := run(t, orig, "cat /root/f"); got != "before" {
+		t.Errorf("the original's disk after the copy wrote: %q", got)
+	}
+	// Both counters go on, each in its own machine.
+	for _, v := range []*vmtest.VM{orig, copy} {
+		now := strings.Fields(run(t, v, "n=$(cut -d' ' -f1 /dev/shm/counter); while [ \"$(cut -d' ' -f1 /dev/shm/counter)\" = \"$n\" ]; do sleep 0.05; done; cat /dev/shm/counter"))
+		if len(now) != 2 || now[1] != before[1] {
+			t.Errorf("the counter in %s after the fork: %q", v.Dir, now)
+		}
+	}
+}
