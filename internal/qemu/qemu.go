@@ -13,12 +13,12 @@ package qemu
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -53,12 +53,10 @@ type Machine struct {
 }
 
 // Paths of a machine's directory.
-func (m *Machine) QMPPath() string     { return filepath.Join(m.Dir, "qmp.sock") }
-func (m *Machine) ConsolePath() string { return filepath.Join(m.Dir, "console.sock") }
-func (m *Machine) ConsoleLog() string  { return filepath.Join(m.Dir, "console.log") }
-func (m *Machine) migrationPath() string {
-	return filepath.Join(m.Dir, "migrate.sock")
-}
+func (m *Machine) QMPPath() string       { return filepath.Join(m.Dir, "qmp.sock") }
+func (m *Machine) ConsolePath() string   { return filepath.Join(m.Dir, "console.sock") }
+func (m *Machine) ConsoleLog() string    { return filepath.Join(m.Dir, "console.log") }
+func (m *Machine) migrationPath() string { return filepath.Join(m.Dir, "migrate.sock") }
 
 // Done is closed once qemu has ended.
 func (m *Machine) Done() <-chan struct{} { return m.done }
@@ -69,10 +67,12 @@ func (m *Machine) PID() int { return m.cmd.Process.Pid }
 // Start boots a machine in dir (made if need be) whose disk is a new
 // layer over base.
 func Start(cfg Config, dir, base string) (*Machine, error) {
-	return start(cfg, dir, base, false)
+	return start(cfg, dir, base, "")
 }
 
-func start(cfg Config, dir, base string, incoming bool) (*Machine, error) {
+// start starts qemu; with incoming (a migration URI) it waits, paused,
+// for a machine's state from there.
+func start(cfg Config, dir, base, incoming string) (*Machine, error) {
 	if cfg.Memory == 0 {
 		cfg.Memory = 256
 	}
@@ -106,8 +106,8 @@ func start(cfg Config, dir, base string, incoming bool) (*Machine, error) {
 		"-qmp", "unix:" + m.QMPPath() + ",server=on,wait=off",
 		"-monitor", "none", "-display", "none",
 	}
-	if incoming {
-		args = append(args, "-incoming", "unix:"+m.migrationPath(), "-S")
+	if incoming != "" {
+		args = append(args, "-incoming", incoming, "-S")
 	}
 	m.cmd = exec.Command("qemu-system-x86_64", args...)
 	log, err := os.Create(filepath.Join(dir, "qemu.log"))
@@ -217,7 +217,7 @@ const migrationTimeout = 2 * time.Minute
 // the copy is gone and m runs on as it was.
 func (m *Machine) Fork(ctx context.Context, dir string) (c *Machine, t ForkTimes, err error) {
 	began := time.Now()
-	c, err = start(m.cfg, dir, m.Disk, true)
+	c, err = start(m.cfg, dir, m.Disk, "unix:"+filepath.Join(dir, "migrate.sock"))
 	if err != nil {
 		return nil, t, fmt.Errorf("fork: start the copy: %w", err)
 	}
@@ -265,22 +265,17 @@ func (m *Machine) Fork(ctx context.Context, dir string) (c *Machine, t ForkTimes
 	paused := time.Now()
 	// m's vCPUs are stopped from here: freeze its top, go on over a new
 	// one.
-	m.nodes++
-	next := filepath.Join(m.Dir, fmt.Sprintf("disk-%d.qcow2", m.nodes))
-	node := fmt.Sprintf("root%d", m.nodes)
-	if _, err := q.Do("blockdev-snapshot-sync", map[string]any{"node-name": m.node, "snapshot-file": next,
-		"snapshot-node-name": node, "format": "qcow2"}, 30*time.Second); err != nil {
+	if err := m.freezeDisk(); err != nil {
 		_, _ = q.Do("migrate_cancel", nil, 5*time.Second)
-		return nil, t, fmt.Errorf("fork: freeze the disk: %w", err)
+		return nil, t, fmt.Errorf("fork: %w", err)
 	}
-	m.node, m.Disk = node, next
 	if _, err := q.Do("migrate-continue", map[string]any{"state": "pre-switchover"}, 10*time.Second); err != nil {
 		return nil, t, fmt.Errorf("fork: %w", err)
 	}
 	if ev, err = q.WaitEvent("MIGRATION", status("completed"), deadline); err != nil || !statusIs(ev.Data, "completed") {
 		return nil, t, fmt.Errorf("fork: the migration did not complete: %v %s", err, ev.Data)
 	}
-	if _, err := q.Do("cont", nil, 10*time.Second); err != nil {
+	if err := m.cont(); err != nil {
 		return nil, t, fmt.Errorf("fork: the original goes on: %w", err)
 	}
 	t.Paused = time.Since(paused)
@@ -293,32 +288,151 @@ func (m *Machine) Fork(ctx context.Context, dir string) (c *Machine, t ForkTimes
 		_ = json.Unmarshal(info, &mi)
 		t.RAM = mi.RAM.Transferred
 	}
-	// The copy is paused once it has the state (-S).
+	if err := c.resume(ctx); err != nil {
+		return nil, t, fmt.Errorf("fork: the copy: %w", err)
+	}
+	t.Running = time.Since(began)
+	return c, t, nil
+}
+
+// cont lets m run again after a migration from it: once QEMU has left
+// finish-migrate (the COMPLETED event comes a moment before), which
+// refuses cont.
+func (m *Machine) cont() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := m.qmp.Status(10 * time.Second)
+		if err != nil {
+			return err
+		}
+		if st == "running" {
+			return nil
+		}
+		if st != "finish-migrate" {
+			_, err := m.qmp.Do("cont", nil, 10*time.Second)
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still %s after 30 s", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// resume waits until a machine started with -incoming has the state
+// (it is paused then: -S), and lets it run.
+func (c *Machine) resume(ctx context.Context) error {
 	for {
 		st, err := c.qmp.Status(10 * time.Second)
 		if err != nil {
-			return nil, t, fmt.Errorf("fork: the copy: %w", err)
+			return err
 		}
 		if st == "paused" || st == "postmigrate" {
 			break
 		}
 		if st != "inmigrate" {
-			return nil, t, fmt.Errorf("fork: the copy is %s after the migration", st)
+			return fmt.Errorf("it is %s after the migration", st)
 		}
 		select {
 		case <-c.done:
-			return nil, t, errors.New("fork: the copy's qemu ended")
+			b, _ := os.ReadFile(filepath.Join(c.Dir, "qemu.log"))
+			return fmt.Errorf("its qemu ended: %s", b)
 		case <-ctx.Done():
-			return nil, t, ctx.Err()
+			return ctx.Err()
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
 	if _, err := c.qmp.Do("cont", nil, 10*time.Second); err != nil {
-		return nil, t, fmt.Errorf("fork: the copy goes on: %w", err)
+		return fmt.Errorf("go on: %w", err)
 	}
-	t.Running = time.Since(began)
-	return c, t, nil
+	return nil
 }
+
+// Checkpoint is a machine's state saved: its memory and devices (State)
+// and the frozen top of its disk at that moment (Frozen), over which a
+// restore runs.
+type Checkpoint struct {
+	State, Frozen string
+	// Paused is how long the machine was stopped.
+	Paused time.Duration
+	cfg    Config
+}
+
+// Checkpoint saves m's state into dir: m stops, its disk's top is
+// frozen (m goes on over a new layer), its memory is written to
+// dir/state, and it goes on.
+func (m *Machine) Checkpoint(ctx context.Context, dir string) (cp Checkpoint, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return cp, err
+	}
+	q := m.qmp
+	began := time.Now()
+	if _, err := q.Do("stop", nil, 10*time.Second); err != nil {
+		return cp, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer func() {
+		if cerr := m.cont(); cerr != nil && err == nil {
+			err = fmt.Errorf("checkpoint: the machine goes on: %w", cerr)
+		}
+		cp.Paused = time.Since(began)
+	}()
+	frozen := m.Disk
+	if err := m.freezeDisk(); err != nil {
+		return cp, fmt.Errorf("checkpoint: %w", err)
+	}
+	state := filepath.Join(dir, "state")
+	if _, err := q.Do("migrate-set-capabilities", map[string]any{"capabilities": []map[string]any{
+		{"capability": "pause-before-switchover", "state": false}, {"capability": "events", "state": true}}}, 10*time.Second); err != nil {
+		return cp, fmt.Errorf("checkpoint: %w", err)
+	}
+	if _, err := q.Do("migrate-set-parameters", map[string]any{"max-bandwidth": int64(64) << 30}, 10*time.Second); err != nil {
+		return cp, fmt.Errorf("checkpoint: %w", err)
+	}
+	if _, err := q.Do("migrate", map[string]any{"uri": "exec:cat > " + shellQuote(state)}, 10*time.Second); err != nil {
+		return cp, fmt.Errorf("checkpoint: %w", err)
+	}
+	timeout := migrationTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	ev, err := q.WaitEvent("MIGRATION", func(d json.RawMessage) bool {
+		return statusIs(d, "completed") || statusIs(d, "failed") || statusIs(d, "cancelled")
+	}, timeout)
+	if err != nil || !statusIs(ev.Data, "completed") {
+		return cp, fmt.Errorf("checkpoint: saving the state did not complete: %v %s", err, ev.Data)
+	}
+	return Checkpoint{State: state, Frozen: frozen, cfg: m.cfg}, nil
+}
+
+// freezeDisk makes m's disk top read-only and has m write a new layer
+// over it.
+func (m *Machine) freezeDisk() error {
+	m.nodes++
+	next := filepath.Join(m.Dir, fmt.Sprintf("disk-%d.qcow2", m.nodes))
+	node := fmt.Sprintf("root%d", m.nodes)
+	if _, err := m.qmp.Do("blockdev-snapshot-sync", map[string]any{"node-name": m.node, "snapshot-file": next,
+		"snapshot-node-name": node, "format": "qcow2"}, 30*time.Second); err != nil {
+		return fmt.Errorf("freeze the disk: %w", err)
+	}
+	m.node, m.Disk = node, next
+	return nil
+}
+
+// Restore starts, in dir, the machine cp saved, as it was then: memory,
+// processes and disk.
+func Restore(ctx context.Context, cp Checkpoint, dir string) (*Machine, error) {
+	m, err := start(cp.cfg, dir, cp.Frozen, "exec:cat "+shellQuote(cp.State))
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := m.resume(ctx); err != nil {
+		m.Kill()
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	return m, nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func statusIs(d json.RawMessage, want string) bool {
 	var s struct {

@@ -2,10 +2,12 @@ package qemu_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/undosh/undosh/internal/qemu"
 	"github.com/undosh/undosh/internal/vmtest"
 )
 
@@ -28,7 +30,7 @@ func TestFork(t *testing.T) {
 	orig := vmtest.Boot(t, g, vmtest.Options{})
 	// A counter whose secret lives only in its shell's memory, and a
 	// file on the disk.
-	run(t, orig, `(n=0; s=$RANDOM$RANDOM; while :; do n=$((n+1)); echo "$n $s" > /dev/shm/counter; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+	run(t, orig, `(n=0; s=$RANDOM$RANDOM; while :; do n=$((n+1)); echo "$n $s" > /dev/shm/counter.new; mv /dev/shm/counter.new /dev/shm/counter; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
 echo before > /root/f; sync
 while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
 	before := strings.Fields(run(t, orig, "cat /dev/shm/counter"))
@@ -60,5 +62,47 @@ while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
 		if len(now) != 2 || now[1] != before[1] {
 			t.Errorf("the counter in %s after the fork: %q", v.Dir, now)
 		}
+	}
+}
+
+// A checkpoint and its restore: the restored machine has the disk and
+// the memory of the moment of the checkpoint (the counter resumes from
+// there, with its secret), not what came after.
+func TestCheckpointRestore(t *testing.T) {
+	g := vmtest.Build(t)
+	orig := vmtest.Boot(t, g, vmtest.Options{})
+	// The counter jumps by 1000 once /root/bump appears: after the
+	// checkpoint, the original's does; the restored one, whose disk has
+	// no bump, does not.
+	run(t, orig, `(n=0; s=$RANDOM$RANDOM; while :; do [ -e /root/bump ] && rm /root/bump && n=$((n+1000)); n=$((n+1)); echo "$n $s" > /dev/shm/counter.new; mv /dev/shm/counter.new /dev/shm/counter; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+echo one > /root/f; sync
+while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	at := strings.Fields(run(t, orig, "cat /dev/shm/counter"))
+	cp, err := orig.Checkpoint(ctx, vmtest.TempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checkpoint: paused %s", cp.Paused.Round(time.Millisecond))
+	later := strings.Fields(run(t, orig, "echo two > /root/f; n=$(cut -d' ' -f1 /dev/shm/counter); touch /root/bump; sync; while [ \"$(cut -d' ' -f1 /dev/shm/counter)\" -lt $((n + 1000)) ]; do sleep 0.05; done; cat /dev/shm/counter"))
+	start := time.Now()
+	m, err := qemu.Restore(ctx, cp, vmtest.TempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restore: running after %s", time.Since(start).Round(time.Millisecond))
+	r := vmtest.Attach(t, m)
+	if got := run(t, r, "cat /root/f"); got != "one" {
+		t.Errorf("the restored disk: %q, want one", got)
+	}
+	now := strings.Fields(run(t, r, "cat /dev/shm/counter"))
+	if len(now) != 2 || now[1] != at[1] {
+		t.Fatalf("the restored counter %q, at the checkpoint %q", now, at)
+	}
+	n, _ := strconv.Atoi(now[0])
+	a, _ := strconv.Atoi(at[0])
+	if l, _ := strconv.Atoi(later[0]); l < a+1000 || n >= a+1000 {
+		t.Errorf("the restored counter is at %d; at the checkpoint it was %d, and the original's went on to %d: not the checkpoint's memory", n, a, l)
 	}
 }
