@@ -2,6 +2,7 @@ package qemu_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,3 +107,50 @@ while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
 		t.Errorf("the restored counter is at %d; at the checkpoint it was %d, and the original's went on to %d: not the checkpoint's memory", n, a, l)
 	}
 }
+
+// BenchmarkFork forks a running guest of 256 MiB, 512 MiB and 1 GiB, and
+// checkpoints and restores it, reporting the medians bench/host-qemu.sh
+// prints: how long the original paused, when the copy ran, and the
+// checkpoint's pause and the restore's time.
+func BenchmarkFork(b *testing.B) {
+	g := vmtest.Build(b)
+	for _, mem := range []int{256, 512, 1024} {
+		b.Run(strconv.Itoa(mem)+"MiB", func(b *testing.B) {
+			orig := vmtest.Boot(b, g, vmtest.Options{Memory: mem})
+			var paused, running, cpPaused, restored []time.Duration
+			ctx := context.Background()
+			for b.Loop() {
+				c, t, err := orig.Fork(ctx, vmtest.TempDir(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				paused, running = append(paused, t.Paused), append(running, t.Running)
+				c.Quit(10 * time.Second)
+				cp, err := orig.Checkpoint(ctx, vmtest.TempDir(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpPaused = append(cpPaused, cp.Paused)
+				start := time.Now()
+				r, err := qemu.Restore(ctx, cp, vmtest.TempDir(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				restored = append(restored, time.Since(start))
+				r.Quit(10 * time.Second)
+			}
+			b.ReportMetric(ms(median(paused)), "paused-ms")
+			b.ReportMetric(ms(median(running)), "copy-running-ms")
+			b.ReportMetric(ms(median(cpPaused)), "checkpoint-paused-ms")
+			b.ReportMetric(ms(median(restored)), "restore-ms")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
