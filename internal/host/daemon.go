@@ -236,7 +236,8 @@ func writeToken(path, token string) error {
 }
 
 // tokenPublisher advances a sandbox's generation and rewrites its token
-// file.
+// file, which holds the token of the VM behind the sandbox's listener: a
+// copy's generation leaves it alone.
 type tokenPublisher struct {
 	srv   *hostlink.Server
 	files map[string]string
@@ -247,7 +248,7 @@ func (t tokenPublisher) Advance(name string, role hostlink.Role, cause string) (
 	if err != nil {
 		return w, err
 	}
-	if f := t.files[name]; f != "" {
+	if f := t.files[name]; f != "" && role != hostlink.RoleCopy {
 		if err := writeToken(f, w.Token); err != nil {
 			return w, err
 		}
