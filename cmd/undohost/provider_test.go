@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -290,6 +291,8 @@ func settle(t *testing.T, d *daemon, url, op string) hostlink.Op {
 func quickClient(t *testing.T, d *daemon, url, tok string) *hostlink.Client {
 	t.Helper()
 	if tok == "" {
+		// The token file comes a moment after undohost starts.
+		waitFile(t, filepath.Join(d.state, "tokens", "default"))
 		tok = strings.TrimSpace(readFile(t, filepath.Join(d.state, "tokens", "default")))
 	}
 	c, err := hostlink.NewClient(url, hostlink.ClientOptions{Token: tok, Agent: "undohost-test", RetryWindow: time.Millisecond})
@@ -454,5 +457,104 @@ func TestProviderRestartMidOperation(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(root, "sandboxes", "default", "x")); got != "" {
 		t.Errorf("sandbox changed: %q", got)
+	}
+}
+
+// waitFile waits for path to exist.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// undohost killed while a notify runs: the sandbox's VM may not have
+// been told, so the next undohost tells it, with a generation newer
+// still, before it serves; a copy is deleted instead. A restart after
+// that tells nobody again.
+func TestProviderNotifyRestart(t *testing.T) {
+	fork := func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error) {
+		return c.ForkRun(cx, hostlink.ForkRun{Key: "f", Network: hostlink.Network{Mode: "off"}, Step: shell("echo changed > x")})
+	}
+	tests := []struct {
+		name   string
+		hold   string // the notify held is the first whose target starts with this
+		submit func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error)
+		calls  []string // what the restarted undohost asks
+		told   func(op string) []told
+	}{
+		{"the original after a checkpoint", "", func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error) {
+			return c.Checkpoint(cx, hostlink.Checkpoint{Key: "cp"})
+		}, []string{"notify"}, func(op string) []told {
+			// Generation 2 never arrived.
+			return []told{{"default", hostlink.RolePrimary, 3, 1, op, "", "on"}}
+		}},
+		{"the original after a fork", "default", fork, []string{"delete", "notify"}, func(op string) []told {
+			// 2 was the copy's, 3 never arrived.
+			return []told{{"default", hostlink.RolePrimary, 4, 1, op, "", "on"}}
+		}},
+		{"the copy", "copy-", fork, []string{"delete"}, func(op string) []told {
+			// The original had its message: it is not told again.
+			return []told{{"default", hostlink.RolePrimary, 3, 1, op, "", "on"}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _, root := providerDaemon(t, notifyConf)
+			url := "unix://" + filepath.Join(filepath.Dir(root), "v.sock")
+			cx := ctx(t)
+			os.WriteFile(filepath.Join(root, "hold-notify"), []byte(tt.hold), 0o644)
+			a, err := tt.submit(cx, quickClient(t, d, url, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFile(t, filepath.Join(root, "notify-held"))
+			d.stop(syscall.SIGKILL)
+			os.Remove(filepath.Join(root, "hold-notify"))
+			before := len(providerCalls(t, root))
+
+			d.start()
+			op := settle(t, d, url, a.Op)
+			if op.State != hostlink.StateAbandoned {
+				t.Errorf("op after the restart: %+v", op)
+			}
+			var got []string
+			for _, c := range providerCalls(t, root)[before:] {
+				got = append(got, c.args[0])
+			}
+			if diff := cmp.Diff(tt.calls, got); diff != "" {
+				t.Errorf("calls after the restart (-want +got):\n%s", diff)
+			}
+			ns := notices(t, root)
+			if diff := cmp.Diff(tt.told(a.Op), toldOf(ns)); diff != "" {
+				t.Errorf("told (-want +got):\n%s", diff)
+			}
+			tok := strings.TrimSpace(readFile(t, filepath.Join(d.state, "tokens", "default")))
+			if len(ns) > 0 && ns[len(ns)-1].w.Token != tok {
+				t.Errorf("the token file is not the last token told")
+			}
+			if ents, _ := os.ReadDir(filepath.Join(root, "copies")); len(ents) != 0 {
+				t.Errorf("copies left: %v", ents)
+			}
+
+			// Nothing is pending any more: a restart tells nobody.
+			if err := d.stop(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			d.start()
+			if _, err := quickClient(t, d, url, "").Hello(cx); err != nil {
+				t.Fatal(err)
+			}
+			if again := notices(t, root); len(again) != len(ns) {
+				t.Errorf("told again after a second restart: %+v", toldOf(again[len(ns):]))
+			}
+		})
 	}
 }

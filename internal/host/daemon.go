@@ -143,6 +143,14 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("sandbox %s: %w", sb.Name, err)
 		}
 	}
+	if prov != nil {
+		// Before any operation can start a generation of its own.
+		var names []string
+		for _, sb := range sandboxes {
+			names = append(names, sb.Name)
+		}
+		prov.Retell(ctx, names)
+	}
 	log.Info("undohost started", "backend", o.Backend, "pid", os.Getpid(), "sandboxes", len(sandboxes))
 	served := make(chan error, len(sandboxes))
 	for i, sb := range sandboxes {

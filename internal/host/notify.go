@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
@@ -25,7 +27,8 @@ func (p *Provider) notifies() bool { return len(p.cfg.Notify) > 0 && p.advance !
 
 // pending is a message that the sandbox's VM may not have had: it is
 // written before the generation advances and removed once notify has
-// delivered it, in <state>/provider/notify/<sandbox>.json.
+// delivered it, in <state>/provider/notify/<sandbox>.json. An undohost
+// that was killed in between tells the VM at its next start ([Provider.Retell]).
 type pending struct {
 	Op         string        `json:"op"`
 	Role       hostlink.Role `json:"role"`
@@ -113,6 +116,43 @@ func (p *Provider) tell(ctx context.Context, sandbox, copy string, w hostlink.Wh
 	d.Copy = copy
 	_, _, err = p.run(ctx, "notify", d, cmdIO{stdin: bytes.NewReader(b)})
 	return err
+}
+
+// Retell tells the VM of each sandbox in sandboxes whose message may
+// not have arrived (an undohost killed, or a notify cut short, between
+// a new generation and its delivery) who it is, with a generation newer
+// still: a VM that had the first message takes this one too, and no VM
+// is told one generation twice. Run calls it before serving. A sandbox
+// whose notify fails again keeps its record for the next start.
+func (p *Provider) Retell(ctx context.Context, sandboxes []string) {
+	if !p.notifies() {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, sb := range sandboxes {
+		b, err := os.ReadFile(p.pendingPath(sb))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		var m pending
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil || m.Role == "" {
+			p.log.Warn("unreadable notify record", "sandbox", sb, "err", err)
+			m = pending{Role: hostlink.RolePrimary}
+		}
+		wg.Go(func() {
+			tctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := p.resumed(tctx, sb, m); err != nil {
+				p.log.Error("tell the VM who it is after a restart", "sandbox", sb, "op", m.Op, "err", err)
+				return
+			}
+			p.log.Info("told the VM who it is after a restart", "sandbox", sb, "op", m.Op, "role", m.Role)
+		})
+	}
+	wg.Wait()
 }
 
 // namesCopy reports whether a notify template can tell a copy from the
