@@ -102,18 +102,18 @@ func (p *Provider) newGeneration(ctx context.Context, sandbox string, m pending,
 	return cw, nil
 }
 
-// tell runs the notify command with w on its stdin: for the copy named
-// copy, or for the sandbox's VM when copy is "". host_time is the host's
+// tell runs the notify command with w on its stdin: for the copy copyID,
+// or for the sandbox's VM when copyID is "". host_time is the host's
 // clock as the command starts, since the VM's clock stood still while
 // it was paused.
-func (p *Provider) tell(ctx context.Context, sandbox, copy string, w hostlink.WhoYouAre) error {
+func (p *Provider) tell(ctx context.Context, sandbox, copyID string, w hostlink.WhoYouAre) error {
 	w.HostTime = time.Now().UTC()
 	b, err := json.Marshal(w)
 	if err != nil {
 		return err
 	}
 	d := p.data(sandbox, w.Op)
-	d.Copy = copy
+	d.Copy = copyID
 	_, _, err = p.run(ctx, "notify", d, cmdIO{stdin: bytes.NewReader(b)})
 	return err
 }
