@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/undosh/undosh/hostlink"
 )
@@ -189,39 +193,229 @@ func TestProviderCommandFails(t *testing.T) {
 	}
 }
 
-// With a notify command, a promotion starts a new generation: the VM is
-// told (WHO_YOU_ARE on notify's stdin), the token file is rewritten, and
-// the old token is refused as stale.
-func TestProviderNotify(t *testing.T) {
-	d, c, root := providerDaemon(t, `  notify: [sh, -c, 'cat > "$0/whoyouare.json"', "{{.Vars.root}}"]`+"\n")
-	cx := ctx(t)
-	a, err := c.ForkRun(cx, hostlink.ForkRun{Key: "n", Network: hostlink.Network{Mode: "off"},
-		Step: hostlink.Command{Shell: "true", Cwd: "/"}})
-	if err != nil {
-		t.Fatal(err)
+// notifyConf is a notify command that tells the copy named by .Copy, or
+// the sandbox's VM when it is empty: testdata/provider.sh appends the
+// message to ROOT/notified.
+const notifyConf = `  notify:   ["{{.Vars.script}}", "{{.Vars.root}}", notify, "{{.Sandbox}}", "{{.Copy}}"]` + "\n"
+
+// providerCall is one line of testdata/provider.sh's ROOT/calls.
+type providerCall struct {
+	at   time.Time
+	args []string
+}
+
+func providerCalls(t *testing.T, root string) []providerCall {
+	t.Helper()
+	var calls []providerCall
+	for _, l := range strings.Split(readFile(t, filepath.Join(root, "calls")), "\n") {
+		f := strings.Fields(l)
+		sec, nsec, ok := strings.Cut(f0(f), ".")
+		s, err1 := strconv.ParseInt(sec, 10, 64)
+		n, err2 := strconv.ParseInt(nsec, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue // a later line of a step with newlines
+		}
+		calls = append(calls, providerCall{at: time.Unix(s, n), args: f[1:]})
 	}
-	var op hostlink.Op
-	for !op.State.Final() {
-		// The token changes at the promotion: read it again each time.
-		op, err = d.client("default", "unix://"+filepath.Join(filepath.Dir(root), "v.sock")).Status(cx, a.Op, 500*time.Millisecond)
+	return calls
+}
+
+func f0(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// notice is one WHO_YOU_ARE that testdata/provider.sh delivered.
+type notice struct {
+	to string // the copy, or the sandbox
+	w  hostlink.WhoYouAre
+}
+
+func notices(t *testing.T, root string) []notice {
+	t.Helper()
+	var out []notice
+	for _, l := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(root, "notified"))), "\n") {
+		if l == "" {
+			continue
+		}
+		to, msg, _ := strings.Cut(l, " ")
+		n := notice{to: to}
+		if err := json.Unmarshal([]byte(msg), &n.w); err != nil {
+			t.Fatalf("notified %q: %v", l, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// told is what a notice says, but for its token, entropy and time.
+type told struct {
+	To                 string
+	Role               hostlink.Role
+	Generation, Parent uint64
+	Op, Checkpoint     string
+	Network            string
+}
+
+func toldOf(ns []notice) []told {
+	var out []told
+	for _, n := range ns {
+		out = append(out, told{n.to, n.w.Role, n.w.Generation, n.w.Parent, n.w.Op, n.w.Checkpoint, n.w.Network})
+	}
+	return out
+}
+
+// settle polls op until it is final, with the token of the moment: it
+// changes whenever the generation does.
+func settle(t *testing.T, d *daemon, url, op string) hostlink.Op {
+	t.Helper()
+	cx := ctx(t)
+	for {
+		o, err := quickClient(t, d, url, "").Status(cx, op, 500*time.Millisecond)
 		if err != nil && !errors.Is(err, &hostlink.Error{Code: hostlink.CodeStaleGeneration}) {
 			t.Fatal(err)
 		}
+		if err == nil && o.State.Final() {
+			return o
+		}
+		if cx.Err() != nil {
+			t.Fatalf("op %s: %v", op, cx.Err())
+		}
 	}
-	if op.State != hostlink.StateKept {
-		t.Fatalf("%+v %+v", op, op.Error)
+}
+
+// quickClient is a client that does not wait out a stale token: with tok
+// "", the one in the token file now.
+func quickClient(t *testing.T, d *daemon, url, tok string) *hostlink.Client {
+	t.Helper()
+	if tok == "" {
+		// The token file comes a moment after undohost starts.
+		waitFile(t, filepath.Join(d.state, "tokens", "default"))
+		tok = strings.TrimSpace(readFile(t, filepath.Join(d.state, "tokens", "default")))
 	}
-	var w hostlink.WhoYouAre
-	b, err := os.ReadFile(filepath.Join(root, "whoyouare.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &w)
+	c, err := hostlink.NewClient(url, hostlink.ClientOptions{Token: tok, Agent: "undohost-test", RetryWindow: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return c
+}
+
+// With a notify command, every VM that resumes from captured memory is
+// told who it is (docs/hostlink.md §7), with a new generation and token:
+// the copy (role copy, its network) before its step runs, the original
+// after a fork or a checkpoint captured it, the promoted copy, and the
+// restored VM. The sandbox's token file follows, and every earlier token
+// is refused as stale.
+func TestProviderNotify(t *testing.T) {
+	d, _, root := providerDaemon(t, notifyConf)
+	url := "unix://" + filepath.Join(filepath.Dir(root), "v.sock")
+	cx := ctx(t)
+	submit := func(f func(c *hostlink.Client) (hostlink.Accepted, error)) hostlink.Op {
+		t.Helper()
+		a, err := f(quickClient(t, d, url, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return settle(t, d, url, a.Op)
+	}
+	kept := submit(func(c *hostlink.Client) (hostlink.Accepted, error) {
+		return c.ForkRun(cx, hostlink.ForkRun{Key: "keep", Network: hostlink.Network{Mode: "off"},
+			Step: shell("echo v1 > app"), Verify: &hostlink.Command{Argv: []string{"grep", "-q", "v1", "app"}, Cwd: "/"}})
+	})
+	cp := submit(func(c *hostlink.Client) (hostlink.Accepted, error) {
+		return c.Checkpoint(cx, hostlink.Checkpoint{Key: "cp", After: kept.ID})
+	})
+	dropped := submit(func(c *hostlink.Client) (hostlink.Accepted, error) {
+		return c.ForkRun(cx, hostlink.ForkRun{Key: "drop", Network: hostlink.Network{Mode: "allow", Allow: []string{"deb.debian.org:443"}},
+			Step: shell("exit 3")})
+	})
+	back := submit(func(c *hostlink.Client) (hostlink.Accepted, error) {
+		return c.Restore(cx, hostlink.Restore{Key: "back", Checkpoint: cp.Result.Checkpoint})
+	})
+	if kept.State != hostlink.StateKept || cp.State != hostlink.StateDone || dropped.State != hostlink.StateDiscarded || back.State != hostlink.StateDone {
+		t.Fatalf("states: %s %s %s %s (%+v %+v %+v %+v)", kept.State, cp.State, dropped.State, back.State, kept.Error, cp.Error, dropped.Error, back.Error)
+	}
+
+	// What was asked, in order: the original is told as soon as the
+	// fork has resumed it, the copy once its network is cut and before
+	// its step runs.
+	calls := providerCalls(t, root)
+	var got []string
+	for _, c := range calls {
+		e := c.args[0]
+		switch e {
+		case "network", "exec", "delete":
+			e += " " + c.args[1]
+		case "promote":
+			e += " " + c.args[2]
+		case "notify":
+			if len(c.args) > 2 {
+				e += " " + c.args[2]
+			}
+		}
+		got = append(got, e)
+	}
+	c1, c3 := "copy-"+kept.ID, "copy-"+dropped.ID
+	want := []string{
+		"fork", "notify", "network " + c1, "notify " + c1, "exec " + c1, "exec " + c1, "promote " + c1, "notify",
+		"snapshot", "notify",
+		"fork", "notify", "network " + c3, "notify " + c3, "exec " + c3, "delete " + c3,
+		"restore", "notify",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("provider calls (-want +got):\n%s", diff)
+	}
+
+	// What each VM was told.
+	ns := notices(t, root)
+	gotTold := toldOf(ns)
+	wantTold := []told{
+		{"default", hostlink.RolePrimary, 3, 1, kept.ID, "", "on"}, // the original, after the fork's capture
+		{c1, hostlink.RoleCopy, 2, 1, kept.ID, "", "off"},          // the copy, before its step
+		{"default", hostlink.RolePrimary, 4, 2, kept.ID, "", "on"}, // the copy, promoted
+		{"default", hostlink.RolePrimary, 5, 4, cp.ID, "", "on"},   // the original, after the checkpoint's capture
+		{"default", hostlink.RolePrimary, 7, 5, dropped.ID, "", "on"},
+		{c3, hostlink.RoleCopy, 6, 5, dropped.ID, "", "allow"},
+		{"default", hostlink.RoleRestored, 8, 4, back.ID, cp.Result.Checkpoint, "on"}, // from the checkpoint, taken at generation 4
+	}
+	if diff := cmp.Diff(wantTold, gotTold); diff != "" {
+		t.Errorf("WHO_YOU_ARE sent (-want +got):\n%s", diff)
+	}
+
+	// Tokens: each new, the last one in the token file, all others
+	// stale (a copy's too: it must not open the sandbox's listener).
+	// Entropy fresh. The time is the host's as the notify starts, after
+	// the VM resumed.
 	tok := strings.TrimSpace(readFile(t, filepath.Join(d.state, "tokens", "default")))
-	if err != nil || w.Generation != 2 || w.Role != hostlink.RolePrimary || w.Op != a.Op || w.Token != tok || len(w.Entropy) < 32 {
-		t.Fatalf("who you are: %+v %v", w, err)
+	seen := map[string]bool{}
+	notifies := 0
+	for i, n := range ns {
+		if n.w.Token == "" || seen[n.w.Token] || len(n.w.Entropy) < 32 {
+			t.Errorf("message %d: token %q (seen %v), %d bytes of entropy", i, n.w.Token, seen[n.w.Token], len(n.w.Entropy))
+		}
+		seen[n.w.Token] = true
+		if last := i == len(ns)-1; last != (n.w.Token == tok) {
+			t.Errorf("message %d: token in the token file: %v, last: %v", i, n.w.Token == tok, last)
+		}
+		if i < len(ns)-1 {
+			if _, err := quickClient(t, d, url, n.w.Token).Hello(cx); !errors.Is(err, &hostlink.Error{Code: hostlink.CodeStaleGeneration}) {
+				t.Errorf("message %d's token (%s, generation %d): %v, want stale_generation", i, n.w.Role, n.w.Generation, err)
+			}
+		}
+		for ; notifies < len(calls) && calls[notifies].args[0] != "notify"; notifies++ {
+		}
+		if notifies == len(calls) {
+			t.Fatalf("message %d: no notify call", i)
+		}
+		if ht := n.w.HostTime; ht.Before(calls[notifies-1].at) || ht.After(calls[notifies].at) {
+			t.Errorf("message %d: host_time %v, not between the call before (%v) and the notify (%v)", i, ht, calls[notifies-1].at, calls[notifies].at)
+		}
+		notifies++
 	}
-	if _, err := c.Hello(cx); !errors.Is(err, &hostlink.Error{Code: hostlink.CodeStaleGeneration}) {
-		t.Errorf("old token: %v", err)
+	if w, err := quickClient(t, d, url, "").Hello(cx); err != nil || w.Generation != 8 || w.Role != hostlink.RoleRestored {
+		t.Errorf("welcome: %+v %v", w, err)
 	}
 }
 
@@ -263,5 +457,104 @@ func TestProviderRestartMidOperation(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(root, "sandboxes", "default", "x")); got != "" {
 		t.Errorf("sandbox changed: %q", got)
+	}
+}
+
+// waitFile waits for path to exist.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// undohost killed while a notify runs: the sandbox's VM may not have
+// been told, so the next undohost tells it, with a generation newer
+// still, before it serves; a copy is deleted instead. A restart after
+// that tells nobody again.
+func TestProviderNotifyRestart(t *testing.T) {
+	fork := func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error) {
+		return c.ForkRun(cx, hostlink.ForkRun{Key: "f", Network: hostlink.Network{Mode: "off"}, Step: shell("echo changed > x")})
+	}
+	tests := []struct {
+		name   string
+		hold   string // the notify held is the first whose target starts with this
+		submit func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error)
+		calls  []string // what the restarted undohost asks
+		told   func(op string) []told
+	}{
+		{"the original after a checkpoint", "", func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error) {
+			return c.Checkpoint(cx, hostlink.Checkpoint{Key: "cp"})
+		}, []string{"notify"}, func(op string) []told {
+			// Generation 2 never arrived.
+			return []told{{"default", hostlink.RolePrimary, 3, 1, op, "", "on"}}
+		}},
+		{"the original after a fork", "default", fork, []string{"delete", "notify"}, func(op string) []told {
+			// 2 was the copy's, 3 never arrived.
+			return []told{{"default", hostlink.RolePrimary, 4, 1, op, "", "on"}}
+		}},
+		{"the copy", "copy-", fork, []string{"delete"}, func(op string) []told {
+			// The original had its message: it is not told again.
+			return []told{{"default", hostlink.RolePrimary, 3, 1, op, "", "on"}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _, root := providerDaemon(t, notifyConf)
+			url := "unix://" + filepath.Join(filepath.Dir(root), "v.sock")
+			cx := ctx(t)
+			os.WriteFile(filepath.Join(root, "hold-notify"), []byte(tt.hold), 0o644)
+			a, err := tt.submit(cx, quickClient(t, d, url, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFile(t, filepath.Join(root, "notify-held"))
+			d.stop(syscall.SIGKILL)
+			os.Remove(filepath.Join(root, "hold-notify"))
+			before := len(providerCalls(t, root))
+
+			d.start()
+			op := settle(t, d, url, a.Op)
+			if op.State != hostlink.StateAbandoned {
+				t.Errorf("op after the restart: %+v", op)
+			}
+			var got []string
+			for _, c := range providerCalls(t, root)[before:] {
+				got = append(got, c.args[0])
+			}
+			if diff := cmp.Diff(tt.calls, got); diff != "" {
+				t.Errorf("calls after the restart (-want +got):\n%s", diff)
+			}
+			ns := notices(t, root)
+			if diff := cmp.Diff(tt.told(a.Op), toldOf(ns)); diff != "" {
+				t.Errorf("told (-want +got):\n%s", diff)
+			}
+			tok := strings.TrimSpace(readFile(t, filepath.Join(d.state, "tokens", "default")))
+			if len(ns) > 0 && ns[len(ns)-1].w.Token != tok {
+				t.Errorf("the token file is not the last token told")
+			}
+			if ents, _ := os.ReadDir(filepath.Join(root, "copies")); len(ents) != 0 {
+				t.Errorf("copies left: %v", ents)
+			}
+
+			// Nothing is pending any more: a restart tells nobody.
+			if err := d.stop(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			d.start()
+			if _, err := quickClient(t, d, url, "").Hello(cx); err != nil {
+				t.Fatal(err)
+			}
+			if again := notices(t, root); len(again) != len(ns) {
+				t.Errorf("told again after a second restart: %+v", toldOf(again[len(ns):]))
+			}
+		})
 	}
 }

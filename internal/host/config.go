@@ -53,10 +53,13 @@ type ProviderConfig struct {
 	Restore  []string `yaml:"restore"`
 	// Optional.
 	DeleteSnapshot []string `yaml:"delete_snapshot"`
-	// Notify, when set, marks a provider whose promote and restore put a
-	// new VM behind the sandbox: undohost then starts a new generation
-	// (new token) and runs Notify with the WHO_YOU_ARE JSON on its stdin
-	// to deliver it on the control channel.
+	// Notify, when set, marks a provider that captures memory: every VM
+	// its commands resume from a capture (the original after a fork or a
+	// checkpoint, the copy before its step, the promoted copy, the
+	// restored VM) gets a new generation (new token), and Notify runs
+	// with the WHO_YOU_ARE JSON on its stdin to deliver it on the control
+	// channel. It must use {{.Copy}}: the copy to tell, or "" for the
+	// sandbox's VM.
 	Notify []string `yaml:"notify"`
 	// KeepLast bounds the checkpoints kept per sandbox when a request
 	// leaves it 0 (default 32); TTL bounds their age (default: none).
@@ -109,6 +112,9 @@ func (p *ProviderConfig) check() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("provider: no command for %s", strings.Join(missing, ", "))
+	}
+	if len(p.Notify) > 0 && !namesCopy(p.Notify) {
+		return errors.New(`provider: notify must use {{.Copy}}: it is the copy to tell before its step, and empty for the sandbox's VM`)
 	}
 	for name, argv := range map[string][]string{"fork": p.Fork, "network": p.Network, "exec": p.Exec,
 		"promote": p.Promote, "delete": p.Delete, "snapshot": p.Snapshot, "restore": p.Restore,

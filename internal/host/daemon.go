@@ -143,6 +143,14 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("sandbox %s: %w", sb.Name, err)
 		}
 	}
+	if prov != nil {
+		// Before any operation can start a generation of its own.
+		var names []string
+		for _, sb := range sandboxes {
+			names = append(names, sb.Name)
+		}
+		prov.Retell(ctx, names)
+	}
 	log.Info("undohost started", "backend", o.Backend, "pid", os.Getpid(), "sandboxes", len(sandboxes))
 	served := make(chan error, len(sandboxes))
 	for i, sb := range sandboxes {
@@ -236,7 +244,8 @@ func writeToken(path, token string) error {
 }
 
 // tokenPublisher advances a sandbox's generation and rewrites its token
-// file.
+// file, which holds the token of the VM behind the sandbox's listener: a
+// copy's generation leaves it alone.
 type tokenPublisher struct {
 	srv   *hostlink.Server
 	files map[string]string
@@ -247,7 +256,7 @@ func (t tokenPublisher) Advance(name string, role hostlink.Role, cause string) (
 	if err != nil {
 		return w, err
 	}
-	if f := t.files[name]; f != "" {
+	if f := t.files[name]; f != "" && role != hostlink.RoleCopy {
 		if err := writeToken(f, w.Token); err != nil {
 			return w, err
 		}

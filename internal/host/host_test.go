@@ -63,16 +63,18 @@ func TestRender(t *testing.T) {
 
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
-	full := `{"provider": {"fork": ["f"], "network": ["n"], "exec": ["e"], "promote": ["p"], "delete": ["d"], "snapshot": ["s"], "restore": ["r"]}`
+	full := `{"provider": {"fork": ["f"], "network": ["n"], "exec": ["e"], "promote": ["p"], "delete": ["d"], "snapshot": ["s"], "restore": ["r"]`
 	tests := []struct {
 		name, in, err string
 	}{
 		{"yaml", "backend: local\ngrace: 2s\nsandboxes:\n  - {name: a, listen: unix:///run/a.sock}\n", ""},
-		{"json", full + "}", ""},
+		{"json", full + "}}", ""},
 		{"unknown field", "backend: local\nlisten: x\n", "unknown field"},
 		{"missing commands", `{"provider": {"fork": ["f"]}}`, "no command for network"},
 		{"bad template", `{"provider": {"fork": ["{{.X"], "network": ["n"], "exec": ["e"], "promote": ["p"], "delete": ["d"], "snapshot": ["s"], "restore": ["r"]}}`, "fork"},
 		{"bad duration", "grace: soon\n", "soon"},
+		{"notify names the copy", full + `, "notify": ["t", "{{.Sandbox}}", "{{ .Copy }}"]}}`, ""},
+		{"notify cannot tell a copy", full + `, "notify": ["t", "{{.Sandbox}}"]}}`, "notify must use {{.Copy}}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 type Data struct {
 	Sandbox  string // the sandbox's name, from its listener
 	Op       string // the operation's id
-	Copy     string // the copy's id, as the fork command printed it
+	Copy     string // the copy's id, as the fork command printed it; for notify, the copy to tell ("": the sandbox's VM)
 	Snapshot string // the checkpoint's id (snapshot, restore, delete_snapshot)
 	Label    string // the checkpoint's label
 	Network  string // "off" or "allow"
@@ -52,7 +52,7 @@ type Provider struct {
 	log     *slog.Logger
 	catalog catalog
 	// advance starts a new generation of a sandbox (hostlink.Server.Advance,
-	// and the token file); set by Run.
+	// and the token file); set by Run. See notify.go.
 	advance func(name string, role hostlink.Role, cause string) (hostlink.WhoYouAre, error)
 }
 
@@ -182,7 +182,6 @@ func (p *Provider) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (res ho
 	promoted := false
 	defer func() {
 		if promoted {
-			p.unmark(job.Op)
 			return
 		}
 		// The copy goes whatever happened, even after a cancel: a fresh
@@ -198,12 +197,25 @@ func (p *Provider) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (res ho
 		}
 		p.unmark(job.Op)
 	}()
+	// The fork captured the original and resumed it, and the copy runs
+	// from that capture: each is told who it is, the original now, the
+	// copy once its network is cut, before its step runs.
+	cw, err := p.forked(ctx, job.Sandbox, job.Op)
+	if err != nil {
+		return res, err
+	}
 	d.Network, d.Allow = req.Network.Mode, req.Network.Allow
 	nctx, cancel := budget(ctx, req.Timeouts.CaptureMS)
 	_, _, err = p.run(nctx, "network", d, cmdIO{})
 	cancel()
 	if err != nil {
 		return res, err
+	}
+	if cw.Generation != 0 {
+		cw.Network = req.Network.Mode
+		if err := p.tell(ctx, job.Sandbox, d.Copy, cw); err != nil {
+			return res, err
+		}
 	}
 	status, timedOut, err := p.exec(ctx, d, "step", req.Step, req.Timeouts.StepMS, job)
 	if err != nil {
@@ -236,8 +248,10 @@ func (p *Provider) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (res ho
 	if _, _, err := p.run(pctx, "promote", d, cmdIO{}); err != nil {
 		return res, err
 	}
+	// The copy is the sandbox now: nothing is left to delete.
 	promoted, res.Kept = true, true
-	return res, p.newGeneration(ctx, job.Sandbox, hostlink.RolePrimary, job.Op)
+	p.unmark(job.Op)
+	return res, p.resumed(ctx, job.Sandbox, pending{Op: job.Op, Role: hostlink.RolePrimary, Parent: cw.Generation})
 }
 
 // exec runs one command in the copy within its budget.
@@ -258,39 +272,34 @@ func (p *Provider) exec(ctx context.Context, d *Data, phase string, c hostlink.C
 	return status, false, nil
 }
 
-// newGeneration starts a new generation and tells the VM, when the
-// provider has a notify command (its promote and restore replace the VM).
-func (p *Provider) newGeneration(ctx context.Context, sandbox string, role hostlink.Role, op string) error {
-	if len(p.cfg.Notify) == 0 || p.advance == nil {
-		return nil
+// Checkpoint runs the snapshot command; its stdout's first line, if a
+// number, is the snapshot's size in bytes. The capture paused the VM,
+// which is then told who it is.
+func (p *Provider) Checkpoint(ctx context.Context, job hostlink.CheckpointJob) (hostlink.CheckpointInfo, error) {
+	info, captured, err := p.checkpoint(ctx, job)
+	if captured {
+		if nerr := p.resumed(ctx, job.Sandbox, pending{Op: job.Op, Role: hostlink.RolePrimary}); err == nil {
+			err = nerr
+		}
 	}
-	w, err := p.advance(sandbox, role, op)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return err
-	}
-	_, _, err = p.run(ctx, "notify", p.data(sandbox, op), cmdIO{stdin: bytes.NewReader(b)})
-	return err
+	return info, err
 }
 
-// Checkpoint runs the snapshot command; its stdout's first line, if a
-// number, is the snapshot's size in bytes.
-func (p *Provider) Checkpoint(ctx context.Context, job hostlink.CheckpointJob) (hostlink.CheckpointInfo, error) {
+// checkpoint takes the snapshot and records it; captured reports that the
+// snapshot command succeeded.
+func (p *Provider) checkpoint(ctx context.Context, job hostlink.CheckpointJob) (_ hostlink.CheckpointInfo, captured bool, _ error) {
 	p.catalog.mu.Lock()
 	defer p.catalog.mu.Unlock()
 	b, err := p.catalog.read(job.Sandbox)
 	if err != nil {
-		return hostlink.CheckpointInfo{}, err
+		return hostlink.CheckpointInfo{}, false, err
 	}
 	cp := p.catalog.newCheckpoint(b, job, time.Duration(p.cfg.TTL))
 	d := p.data(job.Sandbox, job.Op)
 	d.Snapshot, d.Label = cp.ID, cp.Label
 	out, _, err := p.run(ctx, "snapshot", d, cmdIO{})
 	if err != nil {
-		return hostlink.CheckpointInfo{}, err
+		return hostlink.CheckpointInfo{}, false, err
 	}
 	if n, err := strconv.ParseInt(firstLine(out), 10, 64); err == nil {
 		cp.Size = n
@@ -298,10 +307,10 @@ func (p *Provider) Checkpoint(ctx context.Context, job hostlink.CheckpointJob) (
 	b.Checkpoints = append(b.Checkpoints, cp)
 	dropped := prune(&b, time.Now(), keepLastOr(job.Request.Retention.KeepLast, p.cfg.KeepLast))
 	if err := p.catalog.write(job.Sandbox, b); err != nil {
-		return hostlink.CheckpointInfo{}, err
+		return hostlink.CheckpointInfo{}, true, err
 	}
 	p.dropSnapshots(ctx, job.Sandbox, dropped)
-	return cp.CheckpointInfo, nil
+	return cp.CheckpointInfo, true, nil
 }
 
 // dropSnapshots deletes the provider's snapshots of dropped checkpoints,
@@ -345,7 +354,8 @@ func (p *Provider) Restore(ctx context.Context, job hostlink.RestoreJob) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := find(b, job.Request.Checkpoint); !ok {
+	i, ok := find(b, job.Request.Checkpoint)
+	if !ok {
 		return fmt.Errorf("checkpoint %s: %w", job.Request.Checkpoint, hostlink.ErrNotFound)
 	}
 	d := p.data(job.Sandbox, job.Op)
@@ -353,7 +363,9 @@ func (p *Provider) Restore(ctx context.Context, job hostlink.RestoreJob) error {
 	if _, _, err := p.run(ctx, "restore", d, cmdIO{}); err != nil {
 		return err
 	}
-	return p.newGeneration(ctx, job.Sandbox, hostlink.RoleRestored, job.Op)
+	// The VM comes from the checkpoint's memory, of its generation.
+	return p.resumed(ctx, job.Sandbox, pending{Op: job.Op, Role: hostlink.RoleRestored,
+		Checkpoint: job.Request.Checkpoint, Parent: b.Checkpoints[i].Generation})
 }
 
 func firstLine(s string) string {

@@ -2,9 +2,13 @@
 # A test provider for undohost's provider backend: its "sandboxes" are
 # directories. ROOT/sandboxes/NAME is a sandbox, ROOT/copies/ID a fork,
 # ROOT/snapshots/ID a checkpoint. Usage: provider.sh ROOT COMMAND ARGS...
+# Every call is appended to ROOT/calls as "SECONDS.NANOSECONDS COMMAND
+# ARGS...", for tests that check what undohost asked, in which order.
 set -eu
 root=$1 cmd=$2
 shift 2
+mkdir -p "$root"
+printf '%s %s\n' "$(date +%s.%N)" "$cmd $*" >>"$root/calls"
 case $cmd in
 fork) # SANDBOX OP -> prints the copy id
 	sb=$1 id=copy-$2
@@ -43,6 +47,21 @@ restore) # SANDBOX SNAPSHOT
 	cp -a "$root/snapshots/$2" "$root/sandboxes/$1" ;;
 delete-snapshot) # SNAPSHOT
 	rm -rf "$root/snapshots/$1" ;;
+notify) # SANDBOX [COPY] : the WHO_YOU_ARE on stdin is "delivered" to the copy,
+	# or to the sandbox when COPY is empty: appended to ROOT/notified as
+	# "TARGET JSON". While ROOT/hold-notify exists, a notify whose target
+	# starts with what it holds is never delivered: it touches
+	# ROOT/notify-held and waits to be killed (for tests).
+	target=${2:-$1}
+	if [ -e "$root/hold-notify" ]; then
+		case $target in
+		"$(cat "$root/hold-notify")"*)
+			touch "$root/notify-held"
+			exec sleep 60 ;;
+		esac
+	fi
+	msg=$(cat)
+	printf '%s %s\n' "$target" "$msg" >>"$root/notified" ;;
 *)
 	echo "provider.sh: unknown command $cmd" >&2
 	exit 2 ;;
