@@ -125,12 +125,14 @@ restore) # SANDBOX ID : a new VM loaded from snapshot ID replaces the sandbox's
 	adopt "$1" "$id" ;;
 delete-snapshot) # ID
 	rm -rf "${FC_ROOT:?}/snaps/$1" ;;
-notify) # SANDBOX : the WHO_YOU_ARE JSON on stdin goes to the guest agent's
+notify) # SANDBOX [COPY] : the WHO_YOU_ARE JSON on stdin goes to the guest agent's
 	# control port 5758 (docs/hostlink.md §7): connect to the VM's v.sock,
 	# "CONNECT 5758\n", read "OK ...", send one WHO_YOU_ARE frame, read
 	# NOTED. `hostlink-notify` stands for that client (a few lines over
-	# hostlink.Encode; an assumption of this example).
-	exec hostlink-notify --uds "$(vmdir "$(current "$1")")/v.sock" --port 5758 ;;
+	# hostlink.Encode; an assumption of this example). COPY, when given,
+	# is the copy to tell (before its step); else the sandbox's VM.
+	vm=${2:-$(current "$1")}
+	exec hostlink-notify --uds "$(vmdir "$vm")/v.sock" --port 5758 ;;
 *)
 	echo "firecracker-provider.sh: unknown command $cmd" >&2
 	exit 2 ;;
