@@ -13,12 +13,14 @@ package qemu
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -50,7 +52,16 @@ type Machine struct {
 	done  chan struct{}
 	err   error
 	qmp   *QMP
+	// busy is held by a fork or a checkpoint: one at a time.
+	busy sync.Mutex
 }
+
+// ErrBusy is a fork or checkpoint asked of a machine while another runs.
+var ErrBusy = errors.New("a fork or checkpoint of this machine is already under way: one at a time")
+
+// forkHook, when set (tests), is called as a fork passes a stage:
+// "migrating" once the migration has started.
+var forkHook func(stage string, copy *Machine)
 
 // Paths of a machine's directory.
 func (m *Machine) QMPPath() string       { return filepath.Join(m.Dir, "qmp.sock") }
@@ -215,9 +226,13 @@ const migrationTimeout = 2 * time.Minute
 // last round, during which m's disk top is frozen and m goes on over a
 // new layer; the copy's own layer is over the frozen one. On an error
 // the copy is gone and m runs on as it was.
-func (m *Machine) Fork(ctx context.Context, dir string) (c *Machine, t ForkTimes, err error) {
+func (m *Machine) Fork(ctx context.Context, dir string) (_ *Machine, t ForkTimes, err error) {
+	if !m.busy.TryLock() {
+		return nil, t, ErrBusy
+	}
+	defer m.busy.Unlock()
 	began := time.Now()
-	c, err = start(m.cfg, dir, m.Disk, "unix:"+filepath.Join(dir, "migrate.sock"))
+	c, err := start(m.cfg, dir, m.Disk, "unix:"+filepath.Join(dir, "migrate.sock"))
 	if err != nil {
 		return nil, t, fmt.Errorf("fork: start the copy: %w", err)
 	}
@@ -240,6 +255,9 @@ func (m *Machine) Fork(ctx context.Context, dir string) (c *Machine, t ForkTimes
 	}
 	if _, err := q.Do("migrate", map[string]any{"uri": "unix:" + c.migrationPath()}, 10*time.Second); err != nil {
 		return nil, t, fmt.Errorf("fork: %w", err)
+	}
+	if forkHook != nil {
+		forkHook("migrating", c)
 	}
 	status := func(want string) func(json.RawMessage) bool {
 		return func(d json.RawMessage) bool {
@@ -362,6 +380,10 @@ type Checkpoint struct {
 // frozen (m goes on over a new layer), its memory is written to
 // dir/state, and it goes on.
 func (m *Machine) Checkpoint(ctx context.Context, dir string) (cp Checkpoint, err error) {
+	if !m.busy.TryLock() {
+		return cp, ErrBusy
+	}
+	defer m.busy.Unlock()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return cp, err
 	}

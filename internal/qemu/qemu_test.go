@@ -2,6 +2,7 @@ package qemu_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,3 +155,43 @@ func median(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// The copy's qemu dies during the fork's migration: the fork fails with
+// an error that says so, and the original runs on, its processes and
+// disk as they were. A second fork while one runs is refused.
+func TestForkCopyDies(t *testing.T) {
+	g := vmtest.Build(t)
+	orig := vmtest.Boot(t, g, vmtest.Options{})
+	run(t, orig, `(n=0; s=$RANDOM$RANDOM; while :; do n=$((n+1)); echo "$n $s" > /dev/shm/counter.new; mv /dev/shm/counter.new /dev/shm/counter; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
+	before := strings.Fields(run(t, orig, "cat /dev/shm/counter"))
+	second := make(chan error, 1)
+	qemu.SetForkHook(func(stage string, c *qemu.Machine) {
+		if stage == "migrating" {
+			_, _, err := orig.Fork(context.Background(), vmtest.TempDir(t))
+			second <- err
+			c.Kill()
+		}
+	})
+	defer qemu.SetForkHook(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, _, err := orig.Fork(ctx, vmtest.TempDir(t)); err == nil {
+		t.Fatal("a fork whose copy died succeeded")
+	} else {
+		t.Logf("the fork: %v", err)
+	}
+	if err := <-second; !errors.Is(err, qemu.ErrBusy) {
+		t.Errorf("a second fork during the first: %v, want ErrBusy", err)
+	}
+	if st, err := orig.QMP().Status(10 * time.Second); err != nil || st != "running" {
+		t.Fatalf("the original after the failed fork: %s, %v", st, err)
+	}
+	now := strings.Fields(run(t, orig, "n=$(cut -d' ' -f1 /dev/shm/counter); while [ \"$(cut -d' ' -f1 /dev/shm/counter)\" = \"$n\" ]; do sleep 0.05; done; cat /dev/shm/counter"))
+	if len(now) != 2 || now[1] != before[1] {
+		t.Errorf("the original's counter after the failed fork: %q, before %q", now, before)
+	}
+	if got := run(t, orig, "echo after > /root/g; sync; cat /root/g"); got != "after" {
+		t.Errorf("the original's disk after the failed fork: %q", got)
+	}
+}
