@@ -30,6 +30,13 @@ type ClientOptions struct {
 	// Timeout bounds one round trip, beyond its long-poll wait; default
 	// 10 s.
 	Timeout time.Duration
+	// Identity, if set, returns the last WHO_YOU_ARE the host sent this
+	// VM (undosh reads it from host.json, which the guest agent writes).
+	// The client reads it before every attempt and adopts a newer
+	// generation's token (it overrides Token and the URL's), and watches
+	// it between attempts. It must be cheap and safe for concurrent use;
+	// it is called every 100 ms while a call waits.
+	Identity func() (WhoYouAre, bool)
 }
 
 // Client talks to the host. It is safe for concurrent use; every call is
@@ -95,13 +102,40 @@ func NewClient(rawURL string, opts ClientOptions) (*Client, error) {
 }
 
 // Adopt takes the identity the host told the VM on the control channel:
-// from now on requests carry the new generation's token.
+// from now on requests carry the new generation's token. A client with
+// [ClientOptions.Identity] adopts what it returns by itself.
 func (c *Client) Adopt(w WhoYouAre) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w.Generation >= c.generation {
 		c.generation, c.token = w.Generation, w.Token
 	}
+}
+
+// identityPoll is how often a client with an identity source looks at it
+// while it waits between two attempts.
+const identityPoll = 100 * time.Millisecond
+
+// refresh adopts the identity source's WHO_YOU_ARE and returns the
+// generation and token the next HELLO carries.
+func (c *Client) refresh() (uint64, string) {
+	if c.opts.Identity != nil {
+		if w, ok := c.opts.Identity(); ok && w.Token != "" {
+			c.Adopt(w)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.generation, c.token
+}
+
+// newer reports whether the identity source names a generation after gen.
+func (c *Client) newer(gen uint64) bool {
+	if c.opts.Identity == nil {
+		return false
+	}
+	w, ok := c.opts.Identity()
+	return ok && w.Token != "" && w.Generation > gen
 }
 
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
@@ -135,9 +169,8 @@ func (c *Client) roundTrip(ctx context.Context, t Type, req any, wait time.Durat
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	c.mu.Lock()
-	h := Hello{Version: Version, Agent: c.opts.Agent, Generation: c.generation, Token: c.token}
-	c.mu.Unlock()
+	gen, token := c.refresh()
+	h := Hello{Version: Version, Agent: c.opts.Agent, Generation: gen, Token: token}
 	buf, err := appendMsg(nil, TypeHello, h)
 	if err != nil {
 		return w, err
@@ -246,7 +279,8 @@ func retryable(err error) bool {
 }
 
 // retry calls f until it succeeds, fails for good, or the retry window
-// passes without a success.
+// passes without a success. With an identity source, a pause during which
+// a new generation arrives is followed by the next attempt at once.
 func (c *Client) retry(ctx context.Context, f func() error) error {
 	start := time.Now()
 	backoff := 20 * time.Millisecond
@@ -265,14 +299,43 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 		if errors.As(err, &e) && e.RetryAfterMS > 0 {
 			backoff = max(backoff, time.Duration(e.RetryAfterMS)*time.Millisecond)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		c.mu.Lock()
+		gen := c.generation
+		c.mu.Unlock()
+		woke, err := c.pause(ctx, backoff, gen)
+		if err != nil {
+			return err
+		}
+		if woke {
+			backoff = 20 * time.Millisecond
+			continue
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// pause waits d, or until the identity source names a generation after
+// gen (woke): the next attempt has a token that may work now.
+func (c *Client) pause(ctx context.Context, d time.Duration, gen uint64) (woke bool, err error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var tick <-chan time.Time
+	if c.opts.Identity != nil {
+		tk := time.NewTicker(identityPoll)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+			return false, nil
+		case <-tick:
+			if c.newer(gen) {
+				return true, nil
+			}
+		}
 	}
 }
 
