@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/vsock"
@@ -34,8 +35,10 @@ type ClientOptions struct {
 	// VM (undosh reads it from host.json, which the guest agent writes).
 	// The client reads it before every attempt and adopts a newer
 	// generation's token (it overrides Token and the URL's), and watches
-	// it between attempts. It must be cheap and safe for concurrent use;
-	// it is called every 100 ms while a call waits.
+	// it while it waits: a round trip in flight when the generation
+	// changes is abandoned and made again on a new connection. It must
+	// be cheap and safe for concurrent use; it is called every 100 ms
+	// while a call waits.
 	Identity func() (WhoYouAre, bool)
 }
 
@@ -113,8 +116,13 @@ func (c *Client) Adopt(w WhoYouAre) {
 }
 
 // identityPoll is how often a client with an identity source looks at it
-// while it waits between two attempts.
+// while it waits, on a connection or between two attempts.
 const identityPoll = 100 * time.Millisecond
+
+// errNewIdentity is a round trip given up because the host started a new
+// generation while it waited: the connection is from before a snapshot,
+// and nothing may ever arrive on it.
+var errNewIdentity = errors.New("hostlink: the host started a new generation; the connection from before is abandoned")
 
 // refresh adopts the identity source's WHO_YOU_ARE and returns the
 // generation and token the next HELLO carries.
@@ -170,6 +178,36 @@ func (c *Client) roundTrip(ctx context.Context, t Type, req any, wait time.Durat
 	defer stop()
 
 	gen, token := c.refresh()
+	var abandoned atomic.Bool
+	if c.opts.Identity != nil {
+		// A VM cloned while this connection waits is never told on it:
+		// the connection goes silent. The guest agent's host.json is what
+		// says so.
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			tick := time.NewTicker(identityPoll)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					if c.newer(gen) {
+						abandoned.Store(true)
+						conn.SetDeadline(time.Now())
+						return
+					}
+				}
+			}
+		}()
+	}
+	fail := func(err error) (Welcome, error) {
+		if abandoned.Load() {
+			return w, errNewIdentity
+		}
+		return w, err
+	}
 	h := Hello{Version: Version, Agent: c.opts.Agent, Generation: gen, Token: token}
 	buf, err := appendMsg(nil, TypeHello, h)
 	if err != nil {
@@ -181,15 +219,18 @@ func (c *Client) roundTrip(ctx context.Context, t Type, req any, wait time.Durat
 		}
 	}
 	if _, err := conn.Write(buf); err != nil {
-		return w, err
+		return fail(err)
 	}
 	if err := readMsg(conn, MaxFrame, TypeWelcome, &w); err != nil {
-		return w, err
+		return fail(err)
 	}
 	if t == 0 {
 		return w, nil
 	}
-	return w, readMsg(conn, MaxFrame, want, resp)
+	if err := readMsg(conn, MaxFrame, want, resp); err != nil {
+		return fail(err)
+	}
+	return w, nil
 }
 
 func appendMsg(dst []byte, t Type, v any) ([]byte, error) {
@@ -279,8 +320,9 @@ func retryable(err error) bool {
 }
 
 // retry calls f until it succeeds, fails for good, or the retry window
-// passes without a success. With an identity source, a pause during which
-// a new generation arrives is followed by the next attempt at once.
+// passes without a success. With an identity source, an attempt abandoned
+// for a new generation, or a pause during which one arrives, is followed
+// by the next attempt at once.
 func (c *Client) retry(ctx context.Context, f func() error) error {
 	start := time.Now()
 	backoff := 20 * time.Millisecond
@@ -294,6 +336,10 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 		}
 		if time.Since(start) > c.opts.RetryWindow {
 			return fmt.Errorf("hostlink: gave up after %v: %w", c.opts.RetryWindow, err)
+		}
+		if errors.Is(err, errNewIdentity) {
+			backoff = 20 * time.Millisecond
+			continue
 		}
 		var e *Error
 		if errors.As(err, &e) && e.RetryAfterMS > 0 {
