@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,9 +63,15 @@ type Client struct {
 //
 // Any of them may carry ?token=TOKEN.
 func NewClient(rawURL string, opts ClientOptions) (*Client, error) {
+	name := HostName(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("hostlink: host url: %w", err)
+		// url.Error repeats the whole URL, token and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("hostlink: host url %q: %w", name, err)
 	}
 	if opts.RetryWindow <= 0 {
 		opts.RetryWindow = 2 * time.Minute
@@ -84,24 +91,35 @@ func NewClient(rawURL string, opts ClientOptions) (*Client, error) {
 		cid, err1 := strconv.ParseUint(u.Hostname(), 10, 32)
 		port, err2 := strconv.ParseUint(u.Port(), 10, 32)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("hostlink: host url %q: want vsock://CID:PORT", rawURL)
+			return nil, fmt.Errorf("hostlink: host url %q: want vsock://CID:PORT", name)
 		}
 		c.network, c.cid, c.port = "vsock", uint32(cid), uint32(port)
 	case "unix":
 		if u.Path == "" || u.Host != "" {
-			return nil, fmt.Errorf("hostlink: host url %q: want unix:///PATH", rawURL)
+			return nil, fmt.Errorf("hostlink: host url %q: want unix:///PATH", name)
 		}
 		c.network, c.addr = "unix", u.Path
 	case "tcp":
 		ip := net.ParseIP(u.Hostname())
 		if ip == nil || !ip.IsLoopback() || u.Port() == "" {
-			return nil, fmt.Errorf("hostlink: host url %q: tcp is for loopback only, want tcp://127.0.0.1:PORT", rawURL)
+			return nil, fmt.Errorf("hostlink: host url %q: tcp is for loopback only, want tcp://127.0.0.1:PORT", name)
 		}
 		c.network, c.addr = "tcp", u.Host
 	default:
-		return nil, fmt.Errorf("hostlink: host url %q: scheme must be vsock, unix or tcp", rawURL)
+		return nil, fmt.Errorf("hostlink: host url %q: scheme must be vsock, unix or tcp", name)
 	}
 	return c, nil
+}
+
+// HostName is a host URL as it may be shown or recorded: without its
+// query, where the token goes. Messages, logs and the journal name the
+// host by it; the token is the sandbox's credential and must not reach
+// the agent's transcript.
+func HostName(rawURL string) string {
+	if i := strings.IndexAny(rawURL, "?#"); i >= 0 {
+		return rawURL[:i]
+	}
+	return rawURL
 }
 
 // Adopt takes the identity the host told the VM on the control channel:
