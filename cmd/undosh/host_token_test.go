@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,24 +66,23 @@ func TestHostBackTokenFile(t *testing.T) {
 	}
 }
 
-// A host whose promotion puts a new VM behind the sandbox: the provider's
-// notify delivers each new generation's WHO_YOU_ARE, here straight into
-// host.json as undoctl agent would. The undosh that asked for the step
-// finishes in the promoted VM with the new token, exits with the step's
-// status and journals it; undoctl back after it uses the newest token.
-func TestHostPromotionToken(t *testing.T) {
+// notifyingHost runs undohost with the test provider (directories for
+// VMs) and a notify command that writes each new generation's
+// WHO_YOU_ARE into stateDir's host.json, as undoctl agent would; it keeps
+// generation 1's there and returns the host's URL without a token, and
+// that token.
+func notifyingHost(t *testing.T, stateDir string) (url, token string) {
+	t.Helper()
 	script, err := filepath.Abs("../undohost/testdata/provider.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, ws := machineEnv(t)
-	sd := stateDirOf(env)
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "sandboxes", "default"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "backend: provider\nprovider:\n  vars: {script: %q, root: %q, hostjson: %q}\n", script, root, guest.Path(sd))
+	fmt.Fprintf(&conf, "backend: provider\nprovider:\n  vars: {script: %q, root: %q, hostjson: %q}\n", script, root, guest.Path(stateDir))
 	for _, c := range [][2]string{
 		{"fork", `fork, "{{.Sandbox}}", "{{.Op}}"`}, {"network", `network, "{{.Copy}}", "{{.Network}}", "{{.Allow}}"`},
 		{"exec", `exec, "{{.Copy}}", "{{.Argv}}"`}, {"promote", `promote, "{{.Sandbox}}", "{{.Copy}}"`},
@@ -90,15 +91,26 @@ func TestHostPromotionToken(t *testing.T) {
 	} {
 		fmt.Fprintf(&conf, "  %s: [\"{{.Vars.script}}\", \"{{.Vars.root}}\", %s]\n", c[0], c[1])
 	}
-	// Only what the VM keeps of a WHO_YOU_ARE (undoctl agent drops the
-	// entropy), written whole.
+	// Written whole: undosh may read it at any moment.
 	conf.WriteString(`  notify: ["sh", "-c", "cat > \"$0.tmp\" && mv \"$0.tmp\" \"$0\"", "{{.Vars.hostjson}}"]` + "\n")
 	cfg := filepath.Join(t.TempDir(), "undohost.yaml")
 	if err := os.WriteFile(cfg, []byte(conf.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, token, _ := strings.Cut(startHostWith(t, "--config", cfg), "?token=")
-	keepIdentity(t, sd, 1, token)
+	url, token, _ = strings.Cut(startHostWith(t, "--config", cfg), "?token=")
+	keepIdentity(t, stateDir, 1, token)
+	return url, token
+}
+
+// A host whose promotion puts a new VM behind the sandbox (the provider's
+// notify delivers each new generation's WHO_YOU_ARE). The undosh that
+// asked for the step finishes in the promoted VM with the new token,
+// exits with the step's status and journals it; undoctl back after it
+// uses the newest token.
+func TestHostPromotionToken(t *testing.T) {
+	env, ws := machineEnv(t)
+	sd := stateDirOf(env)
+	base, token := notifyingHost(t, sd)
 	env = append(env, "UNDOSH_HOST="+base)
 
 	p := harmless(t)
@@ -123,6 +135,111 @@ func TestHostPromotionToken(t *testing.T) {
 	}
 	if w2, _ := guest.Read(sd); w2.Generation <= w.Generation || w2.Role != hostlink.RoleRestored {
 		t.Errorf("host.json after undoctl back: %+v, want a restored generation after %d", w2, w.Generation)
+	}
+}
+
+// silentProxy relays connections to the host at target (a unix:// URL)
+// and stands for the network of a VM that was cloned: a connection whose
+// HELLO carried another token than host.json's current one gets nothing
+// more from the host and is never closed, as a connection from before the
+// clone, which the copy's network never knew. It returns the proxy's URL.
+func silentProxy(t *testing.T, target, stateDir string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	stale := func(token string) bool {
+		w, ok := guest.Read(stateDir)
+		return ok && w.Token != token
+	}
+	relay := func(c net.Conn) {
+		hello, err := hostlink.Decode(c, hostlink.MaxRequest)
+		if err != nil {
+			c.Close()
+			return
+		}
+		var h hostlink.Hello
+		json.Unmarshal(hello.Body, &h)
+		s, err := net.Dial("unix", strings.TrimPrefix(target, "unix://"))
+		if err != nil {
+			c.Close()
+			return
+		}
+		defer s.Close()
+		if hostlink.Encode(s, hello) != nil {
+			c.Close()
+			return
+		}
+		go func() {
+			io.Copy(s, c)
+			s.(*net.UnixConn).CloseWrite() // a HELLO alone ends so
+		}()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := s.Read(buf)
+			if n > 0 && !stale(h.Token) {
+				c.Write(buf[:n])
+			}
+			if err != nil {
+				break
+			}
+		}
+		if stale(h.Token) {
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			return
+		}
+		c.Close()
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go relay(c)
+		}
+	}()
+	return "unix://" + sock
+}
+
+// After a promotion, the connection undosh waits on (a long poll from
+// before) may never be answered nor closed. undosh sees the new
+// generation in host.json, gives that connection up and asks again at
+// once: it finishes in about the time the step takes, not after the
+// poll's wait and timeout.
+func TestHostPromotionSilentConnection(t *testing.T) {
+	env, ws := machineEnv(t)
+	sd := stateDirOf(env)
+	base, _ := notifyingHost(t, sd)
+	env = append(env, "UNDOSH_HOST="+silentProxy(t, base, sd))
+	p := harmless(t)
+	// The step outlasts undosh's first poll for output, so that the poll
+	// is waiting when the host promotes the copy.
+	start := time.Now()
+	got := runWith(t, undoshBin, ws, env, "bash", "-c", "sleep 0.3; echo kept > "+p+"; cat "+p)
+	if got.code != 0 || got.stdout != "kept\n" || got.stderr != "" {
+		t.Fatalf("a host step across a promotion: %+v (after %v)", got, time.Since(start))
+	}
+	t.Logf("undosh took %v", time.Since(start))
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the step took %v: undosh waited on the connection from before the promotion", d)
+	}
+	if rec := lastRecord(t, env); rec["outcome"] != "committed" {
+		t.Errorf("journal: %v", rec)
 	}
 }
 
