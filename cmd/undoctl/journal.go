@@ -204,8 +204,10 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 	}
 	if r.Host != "" && r.HostBefore != "" {
 		var configured string
-		if p, _, err := c.setup(getenv); err == nil {
-			configured = p.Host.Address
+		if getenv("UNDOSH_HOST") == "" {
+			if p, _, err := c.setup(getenv); err == nil {
+				configured = p.Host.Address
+			}
 		}
 		return backHost(j, r, io, guest.Address(getenv("UNDOSH_HOST"), configured), sd)
 	}
@@ -473,7 +475,7 @@ func (e *hintError) Hint() string  { return e.hint }
 // in the state directory sd, as undosh's (guest.Client).
 func backHost(j *journal.Journal, r journal.Record, io stdio, url, sd string) error {
 	if hostlink.HostName(url) != r.Host {
-		return &hintError{err: fmt.Errorf("step %d ran on the sandbox host %s, and UNDOSH_HOST does not name it", r.ID, r.Host),
+		return &hintError{err: fmt.Errorf("step %d ran on the sandbox host %s, and neither UNDOSH_HOST nor the policy's host.address names it", r.ID, r.Host),
 			hint: "set UNDOSH_HOST to " + r.Host + " (the token is host.json's, kept by undoctl agent, or the URL's ?token=…)"}
 	}
 	c, err := guest.Client(url, sd, hostlink.ClientOptions{Agent: "undoctl"})
