@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/vsock"
@@ -30,6 +32,15 @@ type ClientOptions struct {
 	// Timeout bounds one round trip, beyond its long-poll wait; default
 	// 10 s.
 	Timeout time.Duration
+	// Identity, if set, returns the last WHO_YOU_ARE the host sent this
+	// VM (undosh reads it from host.json, which the guest agent writes).
+	// The client reads it before every attempt and adopts a newer
+	// generation's token (it overrides Token and the URL's), and watches
+	// it while it waits: a round trip in flight when the generation
+	// changes is abandoned and made again on a new connection. It must
+	// be cheap and safe for concurrent use; it is called every 100 ms
+	// while a call waits.
+	Identity func() (WhoYouAre, bool)
 }
 
 // Client talks to the host. It is safe for concurrent use; every call is
@@ -52,9 +63,15 @@ type Client struct {
 //
 // Any of them may carry ?token=TOKEN.
 func NewClient(rawURL string, opts ClientOptions) (*Client, error) {
+	name := HostName(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("hostlink: host url: %w", err)
+		// url.Error repeats the whole URL, token and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("hostlink: host url %q: %w", name, err)
 	}
 	if opts.RetryWindow <= 0 {
 		opts.RetryWindow = 2 * time.Minute
@@ -74,34 +91,77 @@ func NewClient(rawURL string, opts ClientOptions) (*Client, error) {
 		cid, err1 := strconv.ParseUint(u.Hostname(), 10, 32)
 		port, err2 := strconv.ParseUint(u.Port(), 10, 32)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("hostlink: host url %q: want vsock://CID:PORT", rawURL)
+			return nil, fmt.Errorf("hostlink: host url %q: want vsock://CID:PORT", name)
 		}
 		c.network, c.cid, c.port = "vsock", uint32(cid), uint32(port)
 	case "unix":
 		if u.Path == "" || u.Host != "" {
-			return nil, fmt.Errorf("hostlink: host url %q: want unix:///PATH", rawURL)
+			return nil, fmt.Errorf("hostlink: host url %q: want unix:///PATH", name)
 		}
 		c.network, c.addr = "unix", u.Path
 	case "tcp":
 		ip := net.ParseIP(u.Hostname())
 		if ip == nil || !ip.IsLoopback() || u.Port() == "" {
-			return nil, fmt.Errorf("hostlink: host url %q: tcp is for loopback only, want tcp://127.0.0.1:PORT", rawURL)
+			return nil, fmt.Errorf("hostlink: host url %q: tcp is for loopback only, want tcp://127.0.0.1:PORT", name)
 		}
 		c.network, c.addr = "tcp", u.Host
 	default:
-		return nil, fmt.Errorf("hostlink: host url %q: scheme must be vsock, unix or tcp", rawURL)
+		return nil, fmt.Errorf("hostlink: host url %q: scheme must be vsock, unix or tcp", name)
 	}
 	return c, nil
 }
 
+// HostName is a host URL as it may be shown or recorded: without its
+// query, where the token goes. Messages, logs and the journal name the
+// host by it; the token is the sandbox's credential and must not reach
+// the agent's transcript.
+func HostName(rawURL string) string {
+	if i := strings.IndexAny(rawURL, "?#"); i >= 0 {
+		return rawURL[:i]
+	}
+	return rawURL
+}
+
 // Adopt takes the identity the host told the VM on the control channel:
-// from now on requests carry the new generation's token.
+// from now on requests carry the new generation's token. A client with
+// [ClientOptions.Identity] adopts what it returns by itself.
 func (c *Client) Adopt(w WhoYouAre) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w.Generation >= c.generation {
 		c.generation, c.token = w.Generation, w.Token
 	}
+}
+
+// identityPoll is how often a client with an identity source looks at it
+// while it waits, on a connection or between two attempts.
+const identityPoll = 100 * time.Millisecond
+
+// errNewIdentity is a round trip given up because the host started a new
+// generation while it waited: the connection is from before a snapshot,
+// and nothing may ever arrive on it.
+var errNewIdentity = errors.New("hostlink: the host started a new generation; the connection from before is abandoned")
+
+// refresh adopts the identity source's WHO_YOU_ARE and returns the
+// generation and token the next HELLO carries.
+func (c *Client) refresh() (uint64, string) {
+	if c.opts.Identity != nil {
+		if w, ok := c.opts.Identity(); ok && w.Token != "" {
+			c.Adopt(w)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.generation, c.token
+}
+
+// newer reports whether the identity source names a generation after gen.
+func (c *Client) newer(gen uint64) bool {
+	if c.opts.Identity == nil {
+		return false
+	}
+	w, ok := c.opts.Identity()
+	return ok && w.Token != "" && w.Generation > gen
 }
 
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
@@ -135,9 +195,38 @@ func (c *Client) roundTrip(ctx context.Context, t Type, req any, wait time.Durat
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	c.mu.Lock()
-	h := Hello{Version: Version, Agent: c.opts.Agent, Generation: c.generation, Token: c.token}
-	c.mu.Unlock()
+	gen, token := c.refresh()
+	var abandoned atomic.Bool
+	if c.opts.Identity != nil {
+		// A VM cloned while this connection waits is never told on it:
+		// the connection goes silent. The guest agent's host.json is what
+		// says so.
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			tick := time.NewTicker(identityPoll)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					if c.newer(gen) {
+						abandoned.Store(true)
+						conn.SetDeadline(time.Now())
+						return
+					}
+				}
+			}
+		}()
+	}
+	fail := func(err error) (Welcome, error) {
+		if abandoned.Load() {
+			return w, errNewIdentity
+		}
+		return w, err
+	}
+	h := Hello{Version: Version, Agent: c.opts.Agent, Generation: gen, Token: token}
 	buf, err := appendMsg(nil, TypeHello, h)
 	if err != nil {
 		return w, err
@@ -148,15 +237,18 @@ func (c *Client) roundTrip(ctx context.Context, t Type, req any, wait time.Durat
 		}
 	}
 	if _, err := conn.Write(buf); err != nil {
-		return w, err
+		return fail(err)
 	}
 	if err := readMsg(conn, MaxFrame, TypeWelcome, &w); err != nil {
-		return w, err
+		return fail(err)
 	}
 	if t == 0 {
 		return w, nil
 	}
-	return w, readMsg(conn, MaxFrame, want, resp)
+	if err := readMsg(conn, MaxFrame, want, resp); err != nil {
+		return fail(err)
+	}
+	return w, nil
 }
 
 func appendMsg(dst []byte, t Type, v any) ([]byte, error) {
@@ -246,7 +338,9 @@ func retryable(err error) bool {
 }
 
 // retry calls f until it succeeds, fails for good, or the retry window
-// passes without a success.
+// passes without a success. With an identity source, an attempt abandoned
+// for a new generation, or a pause during which one arrives, is followed
+// by the next attempt at once.
 func (c *Client) retry(ctx context.Context, f func() error) error {
 	start := time.Now()
 	backoff := 20 * time.Millisecond
@@ -261,18 +355,51 @@ func (c *Client) retry(ctx context.Context, f func() error) error {
 		if time.Since(start) > c.opts.RetryWindow {
 			return fmt.Errorf("hostlink: gave up after %v: %w", c.opts.RetryWindow, err)
 		}
+		if errors.Is(err, errNewIdentity) {
+			backoff = 20 * time.Millisecond
+			continue
+		}
 		var e *Error
 		if errors.As(err, &e) && e.RetryAfterMS > 0 {
 			backoff = max(backoff, time.Duration(e.RetryAfterMS)*time.Millisecond)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		c.mu.Lock()
+		gen := c.generation
+		c.mu.Unlock()
+		woke, err := c.pause(ctx, backoff, gen)
+		if err != nil {
+			return err
+		}
+		if woke {
+			backoff = 20 * time.Millisecond
+			continue
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// pause waits d, or until the identity source names a generation after
+// gen (woke): the next attempt has a token that may work now.
+func (c *Client) pause(ctx context.Context, d time.Duration, gen uint64) (woke bool, err error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var tick <-chan time.Time
+	if c.opts.Identity != nil {
+		tk := time.NewTicker(identityPoll)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+			return false, nil
+		case <-tick:
+			if c.newer(gen) {
+				return true, nil
+			}
+		}
 	}
 }
 

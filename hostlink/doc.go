@@ -19,6 +19,7 @@
 // bounded size. hostlink imports no other undosh package but internal ones.
 //
 // Callers must: give every mutating request a key unique to that step;
-// call [Client.Adopt] with each WHO_YOU_ARE the host sends; stop a
-// [Server] with [Server.Shutdown].
+// give the client each WHO_YOU_ARE the host sends, through
+// [ClientOptions.Identity] (which it reads as it retries) or
+// [Client.Adopt]; stop a [Server] with [Server.Shutdown].
 package hostlink

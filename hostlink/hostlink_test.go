@@ -667,6 +667,22 @@ func TestURLs(t *testing.T) {
 	if c.token != "abc" {
 		t.Errorf("token from url: %q", c.token)
 	}
+	// What the client says of a URL never shows its token.
+	for _, u := range []string{"tcp://10.0.0.1:7000?token=s3cr3t", "http://127.0.0.1:1?token=s3cr3t", "unix://x?token=s3cr3t", "vsock://a:b?token=s3cr3t", "tcp://127.0.0.1:1%zz?token=s3cr3t", "unix:///p\x7f?token=s3cr3t"} {
+		if _, err := NewClient(u, ClientOptions{}); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("NewClient(%q): %v, want an error without the token", u, err)
+		}
+	}
+	for _, tt := range [][2]string{
+		{"unix:///run/h.sock?token=abc", "unix:///run/h.sock"},
+		{"tcp://127.0.0.1:1?x=1&token=abc", "tcp://127.0.0.1:1"},
+		{"vsock://2:5757", "vsock://2:5757"},
+		{"unix:///run/h.sock#token=abc", "unix:///run/h.sock"},
+	} {
+		if got := HostName(tt[0]); got != tt[1] {
+			t.Errorf("HostName(%q) = %q, want %q", tt[0], got, tt[1])
+		}
+	}
 }
 
 // hostlink is a leaf: it imports no other undosh package but internal ones.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,27 +19,10 @@ import (
 )
 
 // hostURL names the sandbox host: $UNDOSH_HOST, then the policy's
-// host.address; "" or "none" means there is none.
+// host.address; "" when there is none. Its token, when it carries none,
+// is host.json's (guest.Client).
 func (r *run) hostURL() string {
-	u := r.e.Getenv("UNDOSH_HOST")
-	if u == "" {
-		u = r.pol.Host.Address
-	}
-	if u == "none" || u == "" {
-		return ""
-	}
-	// The current generation's token, from the host's last WHO_YOU_ARE,
-	// when the address does not carry one.
-	if !strings.Contains(u, "token=") && r.stateDir != "" {
-		if w, ok := guest.Read(r.stateDir); ok {
-			sep := "?"
-			if strings.Contains(u, "?") {
-				sep = "&"
-			}
-			u += sep + "token=" + w.Token
-		}
-	}
-	return u
+	return guest.Address(r.e.Getenv("UNDOSH_HOST"), r.pol.Host.Address)
 }
 
 // hostAbsent reports whether err means this machine has no way to reach
@@ -60,9 +42,12 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	if url == "" {
 		return 0, false, ""
 	}
-	c, err := hostlink.NewClient(url, hostlink.ClientOptions{Agent: "undosh"})
+	// The host as messages and the journal name it: never with the
+	// token, which would land in the agent's transcript.
+	name := hostlink.HostName(url)
+	c, err := guest.Client(url, r.stateDir, hostlink.ClientOptions{Agent: "undosh"})
 	if err != nil {
-		return 0, false, fmt.Sprintf("the sandbox host %s is misconfigured (%v)", url, err)
+		return 0, false, fmt.Sprintf("the sandbox host %s is misconfigured (%v)", name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, err = c.Hello(ctx)
@@ -71,7 +56,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		if hostAbsent(err) {
 			return 0, false, ""
 		}
-		return 0, false, fmt.Sprintf("the sandbox host %s does not answer (%v)", url, err)
+		return 0, false, fmt.Sprintf("the sandbox host %s does not answer (%v)", name, err)
 	}
 	j, step, ok := r.beginStep(nil)
 	if !ok {
@@ -79,7 +64,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	}
 	rec.ID = step.ID
 	rec.CPUs, rec.MemGiB = machine.Size()
-	rec.Host = HostName(url)
+	rec.Host = name
 	// The sandbox before the step: the checkpoint kept after the last host
 	// step, or a new one for the first.
 	rec.HostBefore = lastHostCheckpoint(j, rec.Host)
@@ -110,7 +95,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	op, err := c.Run(r.context(), req, writerOf(files[1]), writerOf(files[2]))
 	if err != nil {
 		step.Abandon()
-		e.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, url, err), "undoctl doctor shows the host link; the step may not have run")
+		e.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, name, err), "undoctl doctor shows the host link; the step may not have run")
 		return exit.Usage, true, ""
 	}
 	rec.HostOp = op.ID
@@ -165,14 +150,6 @@ func writerOf(f *os.File) io.Writer {
 		return io.Discard
 	}
 	return f
-}
-
-// HostName is a host URL without its token, for the journal.
-func HostName(url string) string {
-	if i := strings.Index(url, "?"); i >= 0 {
-		return url[:i]
-	}
-	return url
 }
 
 // HostCheckpoint asks the host for a checkpoint of the sandbox (after the

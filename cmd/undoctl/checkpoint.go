@@ -237,22 +237,12 @@ func (c *common) hostStatus(getenv func(string) string) string {
 	if err != nil {
 		return "unknown (the policy does not load)"
 	}
-	url := getenv("UNDOSH_HOST")
+	url := guest.Address(getenv("UNDOSH_HOST"), p.Host.Address)
 	if url == "" {
-		url = p.Host.Address
-	}
-	if url == "" || url == "none" {
 		return "none configured: machine steps run in the local fork engine (or host.fallback)"
 	}
-	base, _, _ := strings.Cut(url, "?")
-	if !strings.Contains(url, "token=") {
-		if sd := state.Dir(c.stateDir, getenv, os.Getuid()); sd != "" {
-			if w, ok := guest.Read(sd); ok {
-				url = base + "?token=" + w.Token
-			}
-		}
-	}
-	cl, err := hostlink.NewClient(url, hostlink.ClientOptions{Agent: "undoctl"})
+	base := hostlink.HostName(url)
+	cl, err := guest.Client(url, state.Dir(c.stateDir, getenv, os.Getuid()), hostlink.ClientOptions{Agent: "undoctl"})
 	if err != nil {
 		return base + ": misconfigured (" + err.Error() + ")"
 	}

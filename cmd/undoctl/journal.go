@@ -15,6 +15,7 @@ import (
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
@@ -202,7 +203,13 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 		return err
 	}
 	if r.Host != "" && r.HostBefore != "" {
-		return backHost(j, r, io, getenv)
+		var configured string
+		if getenv("UNDOSH_HOST") == "" {
+			if p, _, err := c.setup(getenv); err == nil {
+				configured = p.Host.Address
+			}
+		}
+		return backHost(j, r, io, guest.Address(getenv("UNDOSH_HOST"), configured), sd)
 	}
 	if r.Sudo && len(r.Machine) > 0 && os.Geteuid() != 0 {
 		return backSudo(sd, r, io, asJSON, force)
@@ -462,16 +469,16 @@ func (e *hintError) Error() string { return e.err.Error() }
 func (e *hintError) Unwrap() error { return e.err }
 func (e *hintError) Hint() string  { return e.hint }
 
-// backHost asks the sandbox host that ran step r to put the sandbox back
-// to its checkpoint from before the step (which also undoes every later
-// step of the host).
-func backHost(j *journal.Journal, r journal.Record, io stdio, getenv func(string) string) error {
-	url := getenv("UNDOSH_HOST")
-	if base, _, _ := strings.Cut(url, "?"); base != r.Host {
-		return &hintError{err: fmt.Errorf("step %d ran on the sandbox host %s, and UNDOSH_HOST does not name it", r.ID, r.Host),
-			hint: "set UNDOSH_HOST to " + r.Host + "?token=… (the sandbox's current token)"}
+// backHost asks the sandbox host that ran step r, at url, to put the
+// sandbox back to its checkpoint from before the step (which also undoes
+// every later step of the host). The token is url's, or else host.json's
+// in the state directory sd, as undosh's (guest.Client).
+func backHost(j *journal.Journal, r journal.Record, io stdio, url, sd string) error {
+	if hostlink.HostName(url) != r.Host {
+		return &hintError{err: fmt.Errorf("step %d ran on the sandbox host %s, and neither UNDOSH_HOST nor the policy's host.address names it", r.ID, r.Host),
+			hint: "set UNDOSH_HOST to " + r.Host + " (the token is host.json's, kept by undoctl agent, or the URL's ?token=…)"}
 	}
-	c, err := hostlink.NewClient(url, hostlink.ClientOptions{Agent: "undoctl"})
+	c, err := guest.Client(url, sd, hostlink.ClientOptions{Agent: "undoctl"})
 	if err != nil {
 		return err
 	}
