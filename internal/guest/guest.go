@@ -91,6 +91,13 @@ func handle(conn net.Conn, stateDir string) error {
 	if w.Token == "" || w.Generation == 0 {
 		return errors.New("WHO_YOU_ARE without a token or generation")
 	}
+	if cur, ok := Read(stateDir); ok && w.Generation <= cur.Generation {
+		// A replay cannot roll the VM back (docs/hostlink.md §7): the
+		// host hears which generation it has.
+		body, _ := json.Marshal(hostlink.Noted{Generation: cur.Generation})
+		_ = hostlink.Encode(conn, hostlink.Frame{Type: hostlink.TypeNoted, Body: body})
+		return fmt.Errorf("WHO_YOU_ARE of generation %d refused: this VM has generation %d already", w.Generation, cur.Generation)
+	}
 	if len(w.Entropy) > 0 {
 		// Writing to /dev/urandom mixes the bytes in (it credits no
 		// entropy): a resumed copy must not repeat its parent's numbers.
@@ -100,7 +107,9 @@ func handle(conn net.Conn, stateDir string) error {
 		}
 	}
 	if !w.HostTime.IsZero() && os.Geteuid() == 0 {
-		if d := time.Since(w.HostTime); d > 2*time.Second || d < -2*time.Second {
+		// §7: set when more than 50 ms behind the host (a VM that was
+		// paused) or 5 s ahead.
+		if d := time.Since(w.HostTime); d < -50*time.Millisecond || d > 5*time.Second {
 			ts := unix.NsecToTimespec(w.HostTime.UnixNano())
 			unix.ClockSettime(unix.CLOCK_REALTIME, &ts)
 		}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
@@ -846,7 +847,7 @@ func outcome(p *policy.Policy, dec policy.Decision, uid int) string {
 		}
 		s = local
 		if p.Host.Address != "" {
-			s = "sent to the sandbox host " + p.Host.Address + " to run in a fork of the sandbox; if it does not answer: " + local
+			s = "sent to the sandbox host " + hostlink.HostName(p.Host.Address) + " to run in a fork of the sandbox; if it does not answer: " + local
 		}
 	}
 	if dec.Verdict == policy.Constrain && dec.Condition != "" {
