@@ -23,6 +23,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/procs"
 )
 
 // Config is what boots a guest.
@@ -48,7 +51,7 @@ type Machine struct {
 	// replaces.
 	node  string
 	nodes int
-	cmd   *exec.Cmd
+	pid   int
 	done  chan struct{}
 	err   error
 	qmp   *QMP
@@ -73,7 +76,7 @@ func (m *Machine) migrationPath() string { return filepath.Join(m.Dir, "migrate.
 func (m *Machine) Done() <-chan struct{} { return m.done }
 
 // PID is qemu's.
-func (m *Machine) PID() int { return m.cmd.Process.Pid }
+func (m *Machine) PID() int { return m.pid }
 
 // Start boots a machine in dir (made if need be) whose disk is a new
 // layer over base.
@@ -120,19 +123,22 @@ func start(cfg Config, dir, base, incoming string) (*Machine, error) {
 	if incoming != "" {
 		args = append(args, "-incoming", incoming, "-S")
 	}
-	m.cmd = exec.Command("qemu-system-x86_64", args...)
+	cmd := exec.Command("qemu-system-x86_64", args...)
 	log, err := os.Create(filepath.Join(dir, "qemu.log"))
 	if err != nil {
 		return nil, err
 	}
-	m.cmd.Stdout, m.cmd.Stderr = log, log
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := m.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = log, log
+	// A group of its own: a machine outlives the process that started it
+	// (a provider's command), and is ended by its group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
+	m.pid = cmd.Process.Pid
 	go func() {
-		m.err = m.cmd.Wait()
+		m.err = cmd.Wait()
 		log.Close()
 		close(m.done)
 	}()
@@ -140,6 +146,59 @@ func start(cfg Config, dir, base, incoming string) (*Machine, error) {
 		m.Kill()
 		return nil, err
 	}
+	if err := m.save(); err != nil {
+		m.Kill()
+		return nil, err
+	}
+	return m, nil
+}
+
+// record is what a machine's directory says of it (machine.json), for
+// Open in another process.
+type record struct {
+	PID   int    `json:"pid"`
+	Disk  string `json:"disk"`
+	Node  string `json:"node"`
+	Nodes int    `json:"nodes"`
+	Cfg   Config `json:"config"`
+}
+
+func (m *Machine) recordPath() string { return filepath.Join(m.Dir, "machine.json") }
+
+// save writes m's record, as it changes (a snapshot moves its top).
+func (m *Machine) save() error {
+	b, err := json.Marshal(record{PID: m.pid, Disk: m.Disk, Node: m.node, Nodes: m.nodes, Cfg: m.cfg})
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(m.recordPath(), b, 0o600)
+}
+
+// Open attaches to the machine running in dir, which another process
+// started (a provider's earlier command, an undohost before a restart).
+func Open(dir string) (*Machine, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "machine.json"))
+	if err != nil {
+		return nil, fmt.Errorf("no machine in %s: %w", dir, err)
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("the machine of %s: %w", dir, err)
+	}
+	m := &Machine{Dir: dir, Disk: r.Disk, cfg: r.Cfg, node: r.Node, nodes: r.Nodes, pid: r.PID, done: make(chan struct{})}
+	p, err := procs.Read(r.PID)
+	if err != nil || !p.Alive() || len(p.Argv) == 0 || filepath.Base(p.Argv[0]) != "qemu-system-x86_64" {
+		return nil, fmt.Errorf("the machine of %s (qemu pid %d) is no longer running", dir, r.PID)
+	}
+	go func() {
+		procs.WaitGone([]procs.Proc{p}, 100*365*24*time.Hour)
+		close(m.done)
+	}()
+	q, err := DialQMP(m.QMPPath(), 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("the machine of %s: %w", dir, err)
+	}
+	m.qmp = q
 	return m, nil
 }
 
@@ -190,7 +249,7 @@ func (m *Machine) Kill() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-m.pid, syscall.SIGKILL)
 	<-m.done
 }
 
@@ -437,7 +496,7 @@ func (m *Machine) freezeDisk() error {
 		return fmt.Errorf("freeze the disk: %w", err)
 	}
 	m.node, m.Disk = node, next
-	return nil
+	return m.save()
 }
 
 // Restore starts, in dir, the machine cp saved, as it was then: memory,

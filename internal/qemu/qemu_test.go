@@ -2,10 +2,15 @@ package qemu_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,5 +198,66 @@ while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`)
 	}
 	if got := run(t, orig, "echo after > /root/g; sync; cat /root/g"); got != "after" {
 		t.Errorf("the original's disk after the failed fork: %q", got)
+	}
+}
+
+// TestOpenStart is the other process of TestOpen: it starts a machine
+// and ends, leaving it running.
+func TestOpenStart(t *testing.T) {
+	dir := os.Getenv("UNDOSH_QEMU_OPEN_DIR")
+	if dir == "" {
+		t.Skip("run by TestOpen")
+	}
+	var cfg qemu.Config
+	if err := json.Unmarshal([]byte(os.Getenv("UNDOSH_QEMU_OPEN_CONFIG")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qemu.Start(cfg, dir, os.Getenv("UNDOSH_QEMU_OPEN_ROOT")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A machine outlives the process that started it (a provider's command,
+// an undohost restarted): another process opens it by its directory and
+// forks it.
+func TestOpen(t *testing.T) {
+	g := vmtest.Build(t)
+	dir := vmtest.TempDir(t)
+	cfg, _ := json.Marshal(g.Config(vmtest.Options{}))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenStart$", "-test.v")
+	cmd.Env = append(os.Environ(), "UNDOSH_QEMU_OPEN_DIR="+dir, "UNDOSH_QEMU_OPEN_ROOT="+g.Root, "UNDOSH_QEMU_OPEN_CONFIG="+string(cfg))
+	out, err := cmd.CombinedOutput()
+	t.Cleanup(func() {
+		// Whatever happens, the machine the other process left goes.
+		var r struct {
+			PID int `json:"pid"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "machine.json")); err == nil && json.Unmarshal(b, &r) == nil && r.PID > 0 {
+			syscall.Kill(-r.PID, syscall.SIGKILL)
+		}
+	})
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestOpenStart") {
+		t.Fatalf("the process that starts the machine: %v\n%s", err, out)
+	}
+	m, err := qemu.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vmtest.Attach(t, m)
+	if err := v.WaitReady(); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, v, "echo opened"); got != "opened" {
+		t.Fatalf("the opened machine's shell: %q", got)
+	}
+	c, _, err := m.Fork(context.Background(), vmtest.TempDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, vmtest.Attach(t, c), "echo copy"); got != "copy" {
+		t.Errorf("the copy of the opened machine: %q", got)
+	}
+	if _, err := qemu.Open(t.TempDir()); err == nil {
+		t.Error("Open of a directory with no machine succeeded")
 	}
 }

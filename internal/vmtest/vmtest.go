@@ -161,6 +161,26 @@ func Boot(t testing.TB, g Guest, o Options) *VM {
 	return v
 }
 
+// WaitReady waits until the guest has said it is ready, for a machine
+// attached while it boots (one another process started). The console
+// log holds what was said before the console was connected.
+func (v *VM) WaitReady() error {
+	deadline := time.Now().Add(BootTimeout)
+	for {
+		if b, err := os.ReadFile(v.ConsoleLog()); err == nil && bytes.Contains(b, []byte("undosh-guest: ready")) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s never said it was ready", v.Dir)
+		}
+		select {
+		case <-v.Done():
+			return fmt.Errorf("qemu of %s ended", v.Dir)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Attach takes m (a machine started, or forked, by the test) and its
 // console, and stops it when t ends.
 func Attach(t testing.TB, m *qemu.Machine) *VM {
@@ -252,6 +272,9 @@ func (v *VM) Run(script string, timeout time.Duration) (string, int, error) {
 	if strings.Contains(script, "__UNDOSH_EOF__") {
 		return "", -1, errors.New("the script holds the here-document's end marker")
 	}
+	// What the console said before (boot messages not read yet) is not
+	// this script's.
+	v.drain()
 	if _, err := io.WriteString(v.console, in); err != nil {
 		return "", -1, err
 	}
@@ -270,6 +293,17 @@ func (v *VM) Run(script string, timeout time.Duration) (string, int, error) {
 			return cleanConsole(out.String()), -1, fmt.Errorf("the guest did not finish %q: %w", script, err)
 		}
 	}
+}
+
+// drain reads and drops what the console has sent so far.
+func (v *VM) drain() {
+	_ = v.console.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	for {
+		if _, err := v.r.ReadString('\n'); err != nil {
+			break
+		}
+	}
+	_ = v.console.SetReadDeadline(time.Time{})
 }
 
 // cleanConsole drops the CRs a serial console may add.
