@@ -321,12 +321,10 @@ func TestLiveDeclaredService(t *testing.T) {
 	}
 	name := fmt.Sprintf("undosh-app-%d", os.Getpid()%100000)
 	prog := filepath.Join(dir, name)
-	b, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prog, b, 0o755); err != nil {
-		t.Fatal(err)
+	// Copied by cp, a process of its own: a write descriptor of this one
+	// would leak into a test forking meanwhile ("text file busy").
+	if out, err := exec.Command("cp", sleep, prog).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
 	}
 	bin := filepath.Join(dir, "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {

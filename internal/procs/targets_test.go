@@ -263,12 +263,11 @@ func TestTargetsPkill(t *testing.T) {
 func copySleep(t *testing.T, dir, name string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
-	b, err := os.ReadFile("/bin/sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o755); err != nil {
-		t.Fatal(err)
+	// cp writes it in a process of its own: a file this process held open
+	// for writing would be inherited by a test forking meanwhile, and its
+	// exec would fail with "text file busy".
+	if out, err := exec.Command("cp", "/bin/sleep", path).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
 	}
 	return path
 }
