@@ -249,3 +249,23 @@ func FuzzDecodePlan(f *testing.F) {
 		}
 	})
 }
+
+// A layer whose mount the machine dropped, directory and all, after the
+// view was planned (another process's temporary mount) does not stop the
+// step: there is nothing left to hold there.
+func TestCaptureMountGone(t *testing.T) {
+	needCapture(t)
+	view, _ := testView(t)
+	extra := t.TempDir()
+	for _, d := range []string{"upper", "work"} {
+		if err := os.Mkdir(filepath.Join(extra, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := filepath.Join(t.TempDir(), "was-a-mount")
+	view.Layers = append(view.Layers, Layer{Mount: gone, Upper: filepath.Join(extra, "upper"), Work: filepath.Join(extra, "work")})
+	r := step(t, Plan{Class: "none", Mode: Capture, View: view}, `echo ran`, nil, nil)
+	if r.code != 0 || !strings.Contains(r.stdout, "ran") {
+		t.Fatalf("a step whose view lists a mount that is gone: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
