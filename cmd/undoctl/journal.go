@@ -169,7 +169,7 @@ func showRecord(io stdio, sd string, r journal.Record) {
 		}
 	}
 	for _, sp := range r.Services {
-		fmt.Fprintf(w, "service:   %s\n  before:  %s (%s, frozen %.1f ms)\n", sp.Name, sp.Before, byteSize(sp.Bytes), sp.Frozen)
+		fmt.Fprintf(w, "service:   %s\n  before:  %s (%s, frozen %.1f ms)\n", sp.Name, sp.Before, size(sp.Bytes), sp.Frozen)
 		if sp.After != "" {
 			fmt.Fprintf(w, "  after:   %s (put back: %v)\n", sp.After, sp.Restored)
 		}

@@ -59,7 +59,7 @@ func serviceCmd(name string, args []string, io stdio, getenv func(string) string
 		printServices(io.out, found)
 		for _, pt := range points {
 			fmt.Fprintf(io.out, "checkpoint %s  %-16s %s  %s, frozen %s\n", pt.ID, pt.Service.Name, pt.Time.Local().Format("2006-01-02 15:04:05"),
-				byteSize(pt.Bytes), pt.Frozen.Round(time.Millisecond))
+				size(pt.Bytes), pt.Frozen.Round(time.Millisecond))
 		}
 		return nil
 	case name == "service" && len(ops) == 2 && ops[0] == "checkpoint":
@@ -92,7 +92,7 @@ func serviceCmd(name string, args []string, io stdio, getenv func(string) string
 			return printJSON(io.out, pt)
 		}
 		fmt.Fprintf(io.out, "checkpoint %s of %s: %s, frozen %s, took %s (undoctl service restore %s puts it back)\n",
-			pt.ID, pt.Service.Name, byteSize(pt.Bytes), pt.Frozen.Round(time.Millisecond/10), pt.Took.Round(time.Millisecond), pt.ID)
+			pt.ID, pt.Service.Name, size(pt.Bytes), pt.Frozen.Round(time.Millisecond/10), pt.Took.Round(time.Millisecond), pt.ID)
 		return nil
 	case name == "service" && len(ops) == 2 && ops[0] == "restore":
 		st, err := service.Open(sd)
@@ -221,17 +221,4 @@ func serviceGC(sd string, maxAge time.Duration) (dropped int, err error) {
 		dropped++
 	}
 	return dropped, nil
-}
-
-// byteSize prints n bytes for a person.
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
