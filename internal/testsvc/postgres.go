@@ -188,24 +188,14 @@ func (p *Postgres) start(t testing.TB, config []string) {
 // waitReady waits until postmaster.pid says the server accepts
 // connections (its status line, the eighth, is "ready"), or it ends.
 func (p *Postgres) waitReady() error {
-	deadline := time.After(ReadyTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if b, err := os.ReadFile(filepath.Join(p.Data, "postmaster.pid")); err == nil {
-			lines := bytes.Split(b, []byte("\n"))
-			if len(lines) >= 8 && string(bytes.TrimSpace(lines[7])) == "ready" && string(lines[0]) == strconv.Itoa(p.PID) {
-				return nil
-			}
+	return p.srv.waitReady(func() (bool, error) {
+		b, err := os.ReadFile(filepath.Join(p.Data, "postmaster.pid"))
+		if err != nil {
+			return false, nil
 		}
-		select {
-		case <-p.srv.done:
-			return fmt.Errorf("server ended before it was ready: %v", p.srv.err)
-		case <-deadline:
-			return fmt.Errorf("server not ready within %v", ReadyTimeout)
-		case <-tick.C:
-		}
-	}
+		lines := bytes.Split(b, []byte("\n"))
+		return len(lines) >= 8 && string(bytes.TrimSpace(lines[7])) == "ready" && string(lines[0]) == strconv.Itoa(p.PID), nil
+	})
 }
 
 // Stop stops the server (a fast shutdown: SIGINT), waiting until it has

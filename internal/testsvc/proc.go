@@ -134,6 +134,33 @@ func stopSuccessor(t testing.TB, pidFile string, orig int, sig syscall.Signal) {
 	})
 }
 
+// waitReady polls ready until it says the server is ready, or the
+// server ends, or ReadyTimeout passes; the error says which, with the
+// last reason ready gave.
+func (s *server) waitReady(ready func() (bool, error)) error {
+	deadline := time.After(ReadyTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		ok, err := ready()
+		if ok {
+			return nil
+		}
+		last = err
+		select {
+		case <-s.done:
+			return fmt.Errorf("server ended before it was ready: %v", s.err)
+		case <-deadline:
+			if last != nil {
+				return fmt.Errorf("server not ready within %v: %v", ReadyTimeout, last)
+			}
+			return fmt.Errorf("server not ready within %v", ReadyTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
 // logText is the server's output so far, for a failure message.
 func (s *server) logText() string { return readLog(s.log) }
 

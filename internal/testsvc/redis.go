@@ -3,7 +3,6 @@ package testsvc
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -95,24 +94,10 @@ func StartRedis(t testing.TB, o RedisOptions) *Redis {
 // waitReady waits until the server answers PING with PONG (not LOADING),
 // or it ends.
 func (r *Redis) waitReady() error {
-	deadline := time.After(ReadyTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
+	return r.srv.waitReady(func() (bool, error) {
 		v, err := r.do("PING")
-		if err == nil && v == "PONG" {
-			return nil
-		}
-		last = err
-		select {
-		case <-r.srv.done:
-			return fmt.Errorf("server ended before it was ready: %v", r.srv.err)
-		case <-deadline:
-			return fmt.Errorf("server not ready within %v: %v", ReadyTimeout, last)
-		case <-tick.C:
-		}
-	}
+		return err == nil && v == "PONG", err
+	})
 }
 
 // Addr is the server's address, 127.0.0.1:Port.
