@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/undosh/undosh/internal/resp"
 )
 
 // Redis is asked over RESP, its protocol, for what undosh needs: where
@@ -33,90 +35,18 @@ func dialRedis(port int) (*redisConn, error) {
 
 func (rc *redisConn) Close() error { return rc.c.Close() }
 
-// do sends a command and reads its reply, within timeout.
+// do sends a command and reads its reply, within timeout; an error
+// reply is the error (a *resp.Error).
 func (rc *redisConn) do(timeout time.Duration, args ...string) (any, error) {
 	_ = rc.c.SetDeadline(time.Now().Add(timeout))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(rc.c, b.String()); err != nil {
+	if _, err := rc.c.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return nil, err
 	}
-	return readReply(rc.r, 0)
-}
-
-// replyError is an error reply (-ERR ...).
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-
-// maxBulk bounds a bulk reply undosh reads: its replies are short.
-const maxBulk = 1 << 20
-
-// readReply reads one RESP2 reply: a string, an error (replyError), an
-// integer (int64), a bulk string (string, or nil), or an array ([]any).
-func readReply(r *bufio.Reader, depth int) (any, error) {
-	if depth > 8 {
-		return nil, errors.New("redis reply: nested too deep")
+	v, err := resp.Read(rc.r)
+	if re, ok := v.(*resp.Error); ok && err == nil {
+		return nil, re
 	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return nil, errors.New("redis reply: empty line")
-	}
-	body := line[1:]
-	switch line[0] {
-	case '+':
-		return body, nil
-	case '-':
-		return nil, replyError(body)
-	case ':':
-		n, err := strconv.ParseInt(body, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("redis reply: integer %q", body)
-		}
-		return n, nil
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 || n > maxBulk {
-			return nil, fmt.Errorf("redis reply: bulk length %q", body)
-		}
-		if n == -1 {
-			return nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		if string(buf[n:]) != "\r\n" {
-			return nil, errors.New("redis reply: bulk string not ended by CRLF")
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 || n > 1024 {
-			return nil, fmt.Errorf("redis reply: array length %q", body)
-		}
-		if n == -1 {
-			return nil, nil
-		}
-		out := make([]any, 0, n)
-		for range n {
-			v, err := readReply(r, depth+1)
-			var re replyError
-			if err != nil && !errors.As(err, &re) {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("redis reply: unknown type %q", line[:1])
+	return v, err
 }
 
 // redisConfig asks for one setting (CONFIG GET name).
@@ -238,11 +168,11 @@ func redisSave(ctx context.Context, port int) (frozen time.Duration, err error) 
 	started := false
 	for !started {
 		v, err := rc.do(dialTimeout, "BGSAVE")
-		var re replyError
+		var re *resp.Error
 		switch {
 		case err == nil && strings.HasPrefix(fmt.Sprint(v), "Background saving started"):
 			started = true
-		case errors.As(err, &re) && strings.Contains(string(re), "in progress"):
+		case errors.As(err, &re) && strings.Contains(re.Msg, "in progress"):
 			if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 				return 0, err
 			}

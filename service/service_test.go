@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -85,22 +84,6 @@ func TestOption(t *testing.T) {
 			t.Errorf("option(%q, %q, %q) = %q, want %q", c.argv, c.short, c.long, got, c.want)
 		}
 	}
-}
-
-// FuzzReply: the RESP decoder never panics, and what it decodes it
-// decodes from a prefix of its input.
-func FuzzReply(f *testing.F) {
-	for _, s := range []string{"+OK\r\n", "-ERR no\r\n", ":42\r\n", "$3\r\nabc\r\n", "$-1\r\n",
-		"*2\r\n$3\r\ndir\r\n$4\r\n/tmp\r\n", "*1\r\n*1\r\n+x\r\n", "$99999999\r\n", "*-1\r\n", "?\r\n"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r := bufio.NewReader(bytes.NewReader(b))
-		v, err := readReply(r, 0)
-		if err == nil && r.Buffered() > len(b) {
-			t.Fatalf("read past its input: %v", v)
-		}
-	})
 }
 
 // sleeper starts a process that stands for a service: a sleep with an

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/undosh/undosh/internal/resp"
 )
 
 // RedisOptions say how [StartRedis] makes its server. The zero value is
@@ -150,8 +152,8 @@ func (r *Redis) do(args ...string) (any, error) {
 	if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
 		return nil, err
 	}
-	if _, err := c.Write(appendCommand(nil, args...)); err != nil {
+	if _, err := c.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return nil, err
 	}
-	return readReply(bufio.NewReader(c))
+	return resp.Read(bufio.NewReader(c))
 }
