@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/internal/procs"
+	"github.com/undosh/undosh/internal/shquote"
 )
 
 // Restored is what a restore did.
@@ -178,14 +179,7 @@ func startCommand(s Service) string {
 	if len(s.Restart) > 0 {
 		argv = s.Restart
 	}
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = a
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]#~=&;|<>()") {
-			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(q, " ")
+	return shquote.Join(argv)
 }
 
 // start starts s again and waits until it is ready.

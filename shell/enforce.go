@@ -19,6 +19,7 @@ import (
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -525,11 +526,11 @@ func (r *run) blockedHint(l *limit, stderr []byte) string {
 func (r *run) rerunCommand() string {
 	switch r.inv.Mode {
 	case ModeCommand:
-		return "bash -c " + shellQuote(r.inv.Command)
+		return "bash -c " + shquote.Word(r.inv.Command)
 	}
 	var q []string
 	for _, a := range r.e.Argv {
-		q = append(q, shellQuote(a))
+		q = append(q, shquote.Word(a))
 	}
 	return strings.Join(q, " ")
 }

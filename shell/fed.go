@@ -13,6 +13,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/shquote"
 )
 
 // fedHooks are written to the fed shell's input before anything else: the
@@ -88,7 +89,7 @@ func (r *run) protectFed() int {
 	}
 	s.view.started(child.p.Pid)
 	f := &feeder{s: s, feed: feed}
-	f.write("__undosh_dir=" + shellQuote(s.dir) + "\n" + fedHooks)
+	f.write("__undosh_dir=" + shquote.Word(s.dir) + "\n" + fedHooks)
 	f.buf.WriteString(r.src.text)
 	input := readInput(0)
 	var timer <-chan time.Time

@@ -23,6 +23,7 @@ import (
 
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 	"github.com/undosh/undosh/pty"
@@ -191,7 +192,7 @@ const bootPS0 = `${__undosh_n[${PROMPT_COMMAND[99]:=__undosh_boot}]-}${__undosh_
 // init is the file the boot function sources: the session's directory,
 // then [hooks].
 func (s *session) init() string {
-	return "__undosh_dir=" + shellQuote(s.dir) + "\n" + hooks
+	return "__undosh_dir=" + shquote.Word(s.dir) + "\n" + hooks
 }
 
 // env is bash's environment: the caller's, with the boot that installs
@@ -228,7 +229,7 @@ func (s *session) env() []string {
 		userPS0 = *ps0
 	}
 	return append(out, "PROMPT_COMMAND="+boot, "PS0="+bootPS0+userPS0, "__undosh_boot_ps0="+bootPS0, "__undosh_boot=0",
-		"BASH_FUNC___undosh_boot%%=() {  local __undosh_s=$?;\n . "+shellQuote(filepath.Join(s.dir, "init"))+` "$@"`+"\n}")
+		"BASH_FUNC___undosh_boot%%=() {  local __undosh_s=$?;\n . "+shquote.Word(filepath.Join(s.dir, "init"))+` "$@"`+"\n}")
 }
 
 // message is one message from the hooks: "hello", "begin" or "end".

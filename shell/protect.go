@@ -21,6 +21,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/parser"
@@ -826,7 +827,7 @@ func (r *run) rollback(j *journal.Journal, step *journal.Step, stores []*checkpo
 		p.Restored = len(res.Written) + len(res.Removed)
 		files += p.Restored
 		if p.Restored > 0 {
-			undo = append(undo, "undoctl restore -C "+shellQuote(p.Root)+" "+short(res.Before))
+			undo = append(undo, "undoctl restore -C "+shquote.Word(p.Root)+" "+short(res.Before))
 		}
 	}
 	rec.Outcome = journal.RolledBack
@@ -853,16 +854,6 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// shellQuote quotes s for a shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+:@%=,", c))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // finishRollbacks completes rollbacks that were cut short.
@@ -910,7 +901,7 @@ func finishRollbacks(e *Env, stateDir string) {
 			_ = j.Append(rec)
 		}
 		e.say(fmt.Sprintf("finished the rollback of step %d that was cut short: restored %d %s in %s; undo with: undoctl restore -C %s %s",
-			p.Step, n, plural(n, "file", "files"), p.Root, shellQuote(p.Root), short(res.Before)))
+			p.Step, n, plural(n, "file", "files"), p.Root, shquote.Word(p.Root), short(res.Before)))
 	}
 }
 

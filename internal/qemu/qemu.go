@@ -19,13 +19,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/procs"
+	"github.com/undosh/undosh/internal/shquote"
 )
 
 // Config is what boots a guest.
@@ -469,7 +469,7 @@ func (m *Machine) Checkpoint(ctx context.Context, dir string) (cp Checkpoint, er
 	if _, err := q.Do("migrate-set-parameters", map[string]any{"max-bandwidth": int64(64) << 30}, 10*time.Second); err != nil {
 		return cp, fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, err := q.Do("migrate", map[string]any{"uri": "exec:cat > " + shellQuote(state)}, 10*time.Second); err != nil {
+	if _, err := q.Do("migrate", map[string]any{"uri": "exec:cat > " + shquote.Word(state)}, 10*time.Second); err != nil {
 		return cp, fmt.Errorf("checkpoint: %w", err)
 	}
 	timeout := migrationTimeout
@@ -502,7 +502,7 @@ func (m *Machine) freezeDisk() error {
 // Restore starts, in dir, the machine cp saved, as it was then: memory,
 // processes and disk.
 func Restore(ctx context.Context, cp Checkpoint, dir string) (*Machine, error) {
-	m, err := start(cp.cfg, dir, cp.Frozen, "exec:cat "+shellQuote(cp.State))
+	m, err := start(cp.cfg, dir, cp.Frozen, "exec:cat "+shquote.Word(cp.State))
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -512,8 +512,6 @@ func Restore(ctx context.Context, cp Checkpoint, dir string) (*Machine, error) {
 	}
 	return m, nil
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func statusIs(d json.RawMessage, want string) bool {
 	var s struct {

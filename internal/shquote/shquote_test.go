@@ -1,0 +1,25 @@
+package shquote
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// What Join spells, sh reads back as the same argv.
+func TestJoinRoundTrip(t *testing.T) {
+	argv := []string{"plain", "", "two words", "it's", `back\slash`, "$HOME", "*", "a\nb", "--save=", "x,y:z"}
+	got, err := exec.Command("sh", "-c", "for a in "+Join(argv)+`; do printf '[%s]' "$a"; done`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, a := range argv {
+		want += "[" + a + "]"
+	}
+	if string(got) != want {
+		t.Errorf("sh read back %q, want %q", got, want)
+	}
+	if Word("plain/path-1.2") != "plain/path-1.2" || Word("") != "''" {
+		t.Errorf("Word: %q %q", Word("plain/path-1.2"), Word(""))
+	}
+}
