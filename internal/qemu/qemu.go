@@ -11,14 +11,18 @@
 package qemu
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,7 +42,27 @@ type Config struct {
 	Memory, CPUs int
 	// Accel is "tcg" (default) or "kvm".
 	Accel string
+	// Binary is the qemu to run (default qemu-system-x86_64).
+	Binary string `json:",omitempty"`
+	// Agent gives the guest a virtio-serial port named "undosh" whose
+	// host end is the socket AgentPath (the guest agent of
+	// internal/vmagent listens on it).
+	Agent bool `json:",omitempty"`
+	// HostLink, when set, gives the guest a network: user-mode,
+	// restricted (no route out, no listener of the host reachable),
+	// where a connection to 10.0.2.100:5757 runs HostLink with the
+	// machine's HostLinkPath appended, on the connection's stdin and
+	// stdout. That path is a link to the sandbox's undohost listener
+	// for the sandbox's VM only: a copy reaches nothing.
+	HostLink []string `json:",omitempty"`
+	// Forwards are hostfwd rules (tcp:127.0.0.1:8080-:80) of the
+	// machine booted; a copy gets none, since its ports would clash
+	// ([Machine.AddForwards] gives them to the VM that replaces it).
+	Forwards []string `json:",omitempty"`
 }
+
+// AgentPort is the name of the guest agent's virtio-serial port.
+const AgentPort = "undosh"
 
 // Machine is a running qemu.
 type Machine struct {
@@ -46,7 +70,13 @@ type Machine struct {
 	Dir string
 	// Disk is the top layer of its disk, which it writes.
 	Disk string
-	cfg  Config
+	// Base is the image the first machine booted over, which every
+	// layer of the chain stands on ([Machine.Flatten] keeps it).
+	Base string
+	// CopyBinary, when set, is the qemu a fork starts for its copy
+	// (another build, a wrapper); by default the machine's own.
+	CopyBinary string
+	cfg        Config
 	// node is the block node of the disk's top, which a snapshot
 	// replaces.
 	node  string
@@ -70,7 +100,12 @@ var forkHook func(stage string, copy *Machine)
 func (m *Machine) QMPPath() string       { return filepath.Join(m.Dir, "qmp.sock") }
 func (m *Machine) ConsolePath() string   { return filepath.Join(m.Dir, "console.sock") }
 func (m *Machine) ConsoleLog() string    { return filepath.Join(m.Dir, "console.log") }
+func (m *Machine) AgentPath() string     { return filepath.Join(m.Dir, "agent.sock") }
+func (m *Machine) HostLinkPath() string  { return filepath.Join(m.Dir, "hostlink.sock") }
 func (m *Machine) migrationPath() string { return filepath.Join(m.Dir, "migrate.sock") }
+
+// Config is how m was started.
+func (m *Machine) Config() Config { return m.cfg }
 
 // Done is closed once qemu has ended.
 func (m *Machine) Done() <-chan struct{} { return m.done }
@@ -81,12 +116,13 @@ func (m *Machine) PID() int { return m.pid }
 // Start boots a machine in dir (made if need be) whose disk is a new
 // layer over base.
 func Start(cfg Config, dir, base string) (*Machine, error) {
-	return start(cfg, dir, base, "")
+	return start(cfg, dir, base, base, "")
 }
 
-// start starts qemu; with incoming (a migration URI) it waits, paused,
-// for a machine's state from there.
-func start(cfg Config, dir, base, incoming string) (*Machine, error) {
+// start starts qemu over a new layer on backing, whose chain stands on
+// base; with incoming (a migration URI) it waits, paused, for a
+// machine's state from there.
+func start(cfg Config, dir, backing, base, incoming string) (*Machine, error) {
 	if cfg.Memory == 0 {
 		cfg.Memory = 256
 	}
@@ -99,15 +135,18 @@ func start(cfg Config, dir, base, incoming string) (*Machine, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	m := &Machine{Dir: dir, Disk: filepath.Join(dir, "disk.qcow2"), cfg: cfg, node: "root0", done: make(chan struct{})}
-	size, err := virtualSize(base)
+	if cfg.Binary == "" {
+		cfg.Binary = "qemu-system-x86_64"
+	}
+	m := &Machine{Dir: dir, Disk: filepath.Join(dir, "disk.qcow2"), Base: base, cfg: cfg, node: "root0", done: make(chan struct{})}
+	size, err := virtualSize(backing)
 	if err != nil {
 		return nil, err
 	}
-	// -u: base may be a running machine's top, locked by its qemu; its
-	// size is known, and its content is read once it is frozen.
-	if out, err := exec.Command("qemu-img", "create", "-q", "-u", "-f", "qcow2", "-b", base, "-F", "qcow2", m.Disk, strconv.FormatInt(size, 10)).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("qemu-img create %s over %s: %v: %s", m.Disk, base, err, out)
+	// -u: backing may be a running machine's top, locked by its qemu;
+	// its size is known, and its content is read once it is frozen.
+	if out, err := exec.Command("qemu-img", "create", "-q", "-u", "-f", "qcow2", "-b", backing, "-F", "qcow2", m.Disk, strconv.FormatInt(size, 10)).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("qemu-img create %s over %s: %v: %s", m.Disk, backing, err, bytes.TrimSpace(out))
 	}
 	args := []string{
 		"-accel", cfg.Accel, "-machine", "pc", "-cpu", "qemu64", "-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.Memory) + "M",
@@ -120,10 +159,22 @@ func start(cfg Config, dir, base, incoming string) (*Machine, error) {
 		"-qmp", "unix:" + m.QMPPath() + ",server=on,wait=off",
 		"-monitor", "none", "-display", "none",
 	}
+	if cfg.Agent {
+		args = append(args, "-chardev", "socket,id=agent0,path="+m.AgentPath()+",server=on,wait=off",
+			"-device", "virtio-serial-pci,id=vser0", "-device", "virtserialport,chardev=agent0,name="+AgentPort+",id=vport0")
+	}
+	if len(cfg.HostLink) > 0 {
+		nd := "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=tcp:10.0.2.100:5757-cmd:" +
+			strings.ReplaceAll(shquote.Join(append(slices.Clone(cfg.HostLink), m.HostLinkPath())), ",", ",,")
+		for _, f := range cfg.Forwards {
+			nd += ",hostfwd=" + f
+		}
+		args = append(args, "-netdev", nd, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=")
+	}
 	if incoming != "" {
 		args = append(args, "-incoming", incoming, "-S")
 	}
-	cmd := exec.Command("qemu-system-x86_64", args...)
+	cmd := exec.Command(cfg.Binary, args...)
 	log, err := os.Create(filepath.Join(dir, "qemu.log"))
 	if err != nil {
 		return nil, err
@@ -158,6 +209,7 @@ func start(cfg Config, dir, base, incoming string) (*Machine, error) {
 type record struct {
 	PID   int    `json:"pid"`
 	Disk  string `json:"disk"`
+	Base  string `json:"base"`
 	Node  string `json:"node"`
 	Nodes int    `json:"nodes"`
 	Cfg   Config `json:"config"`
@@ -167,27 +219,56 @@ func (m *Machine) recordPath() string { return filepath.Join(m.Dir, "machine.jso
 
 // save writes m's record, as it changes (a snapshot moves its top).
 func (m *Machine) save() error {
-	b, err := json.Marshal(record{PID: m.pid, Disk: m.Disk, Node: m.node, Nodes: m.nodes, Cfg: m.cfg})
+	b, err := json.Marshal(record{PID: m.pid, Disk: m.Disk, Base: m.Base, Node: m.node, Nodes: m.nodes, Cfg: m.cfg})
 	if err != nil {
 		return err
 	}
 	return atomicfile.Write(m.recordPath(), b, 0o600)
 }
 
+// Info is what a machine's directory records of it.
+type Info struct {
+	PID int
+	// Disk is its top layer, Base the image its chain stands on.
+	Disk, Base string
+	// Running: its qemu is alive.
+	Running bool
+}
+
+// Inspect reads the record of the machine in dir and whether its qemu
+// still runs, without QMP (which serves one client at a time).
+func Inspect(dir string) (Info, error) {
+	r, err := readRecord(dir)
+	if err != nil {
+		return Info{}, err
+	}
+	p, err := procs.Read(r.PID)
+	running := err == nil && p.Alive() && len(p.Argv) > 0 && isQEMU(p.Argv[0], r.Cfg.Binary)
+	return Info{PID: r.PID, Disk: r.Disk, Base: r.Base, Running: running}, nil
+}
+
+func readRecord(dir string) (record, error) {
+	var r record
+	b, err := os.ReadFile(filepath.Join(dir, "machine.json"))
+	if err != nil {
+		return r, fmt.Errorf("no machine in %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("the machine of %s: %w", dir, err)
+	}
+	return r, nil
+}
+
 // Open attaches to the machine running in dir, which another process
 // started (a provider's earlier command, an undohost before a restart).
 func Open(dir string) (*Machine, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "machine.json"))
+	r, err := readRecord(dir)
 	if err != nil {
-		return nil, fmt.Errorf("no machine in %s: %w", dir, err)
+		return nil, err
 	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("the machine of %s: %w", dir, err)
-	}
-	m := &Machine{Dir: dir, Disk: r.Disk, cfg: r.Cfg, node: r.Node, nodes: r.Nodes, pid: r.PID, done: make(chan struct{})}
+	m := &Machine{Dir: dir, Disk: r.Disk, Base: r.Base, cfg: r.Cfg, node: r.Node, nodes: r.Nodes, pid: r.PID, done: make(chan struct{})}
 	p, err := procs.Read(r.PID)
-	if err != nil || !p.Alive() || len(p.Argv) == 0 || filepath.Base(p.Argv[0]) != "qemu-system-x86_64" {
+	if err != nil || !p.Alive() || len(p.Argv) == 0 || !isQEMU(p.Argv[0], r.Cfg.Binary) {
 		return nil, fmt.Errorf("the machine of %s (qemu pid %d) is no longer running", dir, r.PID)
 	}
 	go func() {
@@ -196,10 +277,17 @@ func Open(dir string) (*Machine, error) {
 	}()
 	q, err := DialQMP(m.QMPPath(), 5*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("the machine of %s: %w", dir, err)
+		return nil, fmt.Errorf("the machine of %s: %w (its QMP serves one client at a time: is another command attached?)", dir, err)
 	}
 	m.qmp = q
 	return m, nil
+}
+
+// isQEMU reports whether a process whose argv[0] is arg0 is the qemu
+// binary started (or a qemu a wrapper of it ran).
+func isQEMU(arg0, binary string) bool {
+	b := filepath.Base(arg0)
+	return b == filepath.Base(binary) || strings.HasPrefix(b, "qemu-system-")
 }
 
 // virtualSize reads the size of the disk image p (which a running qemu
@@ -253,11 +341,18 @@ func (m *Machine) Kill() {
 	<-m.done
 }
 
-// Quit asks qemu to end, and kills it if it has not within timeout.
+// Quit asks qemu to end, and kills it if it has not within timeout, or
+// at once when it cannot be asked.
 func (m *Machine) Quit(timeout time.Duration) {
-	if m.qmp != nil {
-		_, _ = m.qmp.Do("quit", nil, timeout)
-		m.qmp.Close()
+	if m.qmp == nil {
+		m.Kill()
+		return
+	}
+	_, err := m.qmp.Do("quit", nil, timeout)
+	m.qmp.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		m.Kill()
+		return
 	}
 	select {
 	case <-m.done:
@@ -291,7 +386,12 @@ func (m *Machine) Fork(ctx context.Context, dir string) (_ *Machine, t ForkTimes
 	}
 	defer m.busy.Unlock()
 	began := time.Now()
-	c, err := start(m.cfg, dir, m.Disk, "unix:"+filepath.Join(dir, "migrate.sock"))
+	cc := m.cfg
+	cc.Forwards = nil
+	if m.CopyBinary != "" {
+		cc.Binary = m.CopyBinary
+	}
+	c, err := start(cc, dir, m.Disk, m.Base, "unix:"+filepath.Join(dir, "migrate.sock"))
 	if err != nil {
 		return nil, t, fmt.Errorf("fork: start the copy: %w", err)
 	}
@@ -429,10 +529,15 @@ func (c *Machine) resume(ctx context.Context) error {
 // and the frozen top of its disk at that moment (Frozen), over which a
 // restore runs.
 type Checkpoint struct {
-	State, Frozen string
+	State  string `json:"state"`
+	Frozen string `json:"frozen"`
+	// Base is the image the chain stands on.
+	Base string `json:"base"`
+	// Config is how the machine ran (without its forwards: a restore
+	// runs beside it until it replaces it).
+	Config Config `json:"config"`
 	// Paused is how long the machine was stopped.
-	Paused time.Duration
-	cfg    Config
+	Paused time.Duration `json:"paused"`
 }
 
 // Checkpoint saves m's state into dir: m stops, its disk's top is
@@ -482,7 +587,9 @@ func (m *Machine) Checkpoint(ctx context.Context, dir string) (cp Checkpoint, er
 	if err != nil || !statusIs(ev.Data, "completed") {
 		return cp, fmt.Errorf("checkpoint: saving the state did not complete: %v %s", err, ev.Data)
 	}
-	return Checkpoint{State: state, Frozen: frozen, cfg: m.cfg}, nil
+	cc := m.cfg
+	cc.Forwards = nil
+	return Checkpoint{State: state, Frozen: frozen, Base: m.Base, Config: cc}, nil
 }
 
 // freezeDisk makes m's disk top read-only and has m write a new layer
@@ -502,7 +609,7 @@ func (m *Machine) freezeDisk() error {
 // Restore starts, in dir, the machine cp saved, as it was then: memory,
 // processes and disk.
 func Restore(ctx context.Context, cp Checkpoint, dir string) (*Machine, error) {
-	m, err := start(cp.cfg, dir, cp.Frozen, "exec:cat "+shquote.Word(cp.State))
+	m, err := start(cp.Config, dir, cp.Frozen, cp.Base, "exec:cat "+shquote.Word(cp.State))
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -518,4 +625,83 @@ func statusIs(d json.RawMessage, want string) bool {
 		Status string `json:"status"`
 	}
 	return json.Unmarshal(d, &s) == nil && s.Status == want
+}
+
+// AddForwards gives m the host port forwards rules (hostfwd), as a VM
+// that replaces the sandbox's VM takes over its ports once that one has
+// quit.
+func (m *Machine) AddForwards(rules []string) error {
+	for _, r := range rules {
+		out, err := m.qmp.Do("human-monitor-command", map[string]any{"command-line": "hostfwd_add n0 " + r}, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("forward %s: %w", r, err)
+		}
+		// HMP answers errors as text.
+		var said string
+		if json.Unmarshal(out, &said) == nil && strings.TrimSpace(said) != "" {
+			return fmt.Errorf("forward %s: %s", r, strings.TrimSpace(said))
+		}
+	}
+	return nil
+}
+
+// Chain returns the files of the disk whose top is top: top first, then
+// each backing file down to the base.
+func Chain(top string) ([]string, error) {
+	out, err := exec.Command("qemu-img", "info", "-U", "--backing-chain", "--output=json", top).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("qemu-img info %s: %s", top, bytes.TrimSpace(ee.Stderr))
+		}
+		return nil, fmt.Errorf("qemu-img info %s: %w", top, err)
+	}
+	var infos []struct {
+		Filename string `json:"filename"`
+	}
+	if err := json.Unmarshal(out, &infos); err != nil {
+		return nil, fmt.Errorf("qemu-img info %s: %w", top, err)
+	}
+	var files []string
+	for _, i := range infos {
+		files = append(files, i.Filename)
+	}
+	return files, nil
+}
+
+// Flatten copies the layers between m's top and its base into the top
+// (block-stream, while m runs), so that its chain is two files long
+// again: every fork and checkpoint adds a layer, and a long chain slows
+// every read that misses the top. The layers it no longer needs are
+// left for the caller, since checkpoints and copies may stand on them.
+func (m *Machine) Flatten(ctx context.Context) error {
+	if !m.busy.TryLock() {
+		return ErrBusy
+	}
+	defer m.busy.Unlock()
+	job := "flatten-" + m.node
+	if _, err := m.qmp.Do("block-stream", map[string]any{"job-id": job, "device": m.node, "base": m.Base}, 30*time.Second); err != nil {
+		return fmt.Errorf("flatten: %w", err)
+	}
+	timeout := migrationTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	ev, err := m.qmp.WaitEvent("BLOCK_JOB_COMPLETED", func(d json.RawMessage) bool {
+		var e struct {
+			Device string `json:"device"`
+		}
+		return json.Unmarshal(d, &e) == nil && e.Device == job
+	}, timeout)
+	if err != nil {
+		_, _ = m.qmp.Do("block-job-cancel", map[string]any{"device": job}, 10*time.Second)
+		return fmt.Errorf("flatten: %w", err)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(ev.Data, &e) == nil && e.Error != "" {
+		return fmt.Errorf("flatten: %s", e.Error)
+	}
+	return nil
 }

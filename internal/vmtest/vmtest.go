@@ -126,6 +126,26 @@ func Build(t testing.TB, binaries ...string) Guest {
 	return g
 }
 
+// GoBuild builds the named commands of this module (cmd/NAME) into a
+// directory of t's and returns their paths: the binaries a guest runs,
+// or a host's undohost.
+func GoBuild(t testing.TB, names ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir}
+	var paths []string
+	for _, n := range names {
+		args = append(args, "github.com/undosh/undosh/cmd/"+n)
+		paths = append(paths, filepath.Join(dir, n))
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return paths
+}
+
 // Options shape a boot.
 type Options struct {
 	// Memory in MiB; default 256.

@@ -1,31 +1,17 @@
 package vmtest
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// goBuild builds the undosh binaries the guest runs, statically.
-func goBuild(t *testing.T) []string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir, "github.com/undosh/undosh/cmd/undosh", "github.com/undosh/undosh/cmd/undoctl")
-	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return []string{filepath.Join(dir, "undosh"), filepath.Join(dir, "undoctl")}
-}
 
 // A guest built from Debian's packages boots under TCG, runs its shell
 // on the console, answers QMP, and runs undosh: a machine step whose
 // verify fails is discarded by the local engine in the guest's own
 // kernel, one that passes is kept.
 func TestGuest(t *testing.T) {
-	g := Build(t, goBuild(t)...)
+	g := Build(t, GoBuild(t, "undosh", "undoctl")...)
 	start := time.Now()
 	v := Boot(t, g, Options{})
 	t.Logf("booted in %s", time.Since(start).Round(time.Millisecond))
