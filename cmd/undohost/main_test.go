@@ -51,6 +51,8 @@ type daemon struct {
 	// pids are those of every undohost started, which name the copies
 	// they make (fork's copies/PID-…).
 	pids []int
+	// starts counts the starts its log records.
+	starts int
 }
 
 // output is what undohost wrote to its stdout and stderr.
@@ -88,10 +90,17 @@ func (d *daemon) start() {
 		d.t.Fatal(err)
 	}
 	d.pids = append(d.pids, d.cmd.Process.Pid)
+	// Started once its log says so: the VMs have been told who they are
+	// and the token files are the current generation's.
+	started := func() int {
+		b, _ := os.ReadFile(filepath.Join(d.state, "undohost.log"))
+		return strings.Count(string(b), `"msg":"undohost started"`)
+	}
+	before := d.starts
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ents, _ := os.ReadDir(filepath.Join(d.state, "tokens"))
-		if len(ents) > 0 {
+		if n := started(); n > before {
+			d.starts = n
 			return
 		}
 		if err := syscall.Kill(d.cmd.Process.Pid, 0); err != nil || time.Now().After(deadline) {

@@ -359,6 +359,7 @@ func TestProviderNotify(t *testing.T) {
 	}
 	c1, c3 := "copy-"+kept.ID, "copy-"+dropped.ID
 	want := []string{
+		"notify", // at the start: the VM has not been told anything yet
 		"fork", "notify", "network " + c1, "notify " + c1, "exec " + c1, "exec " + c1, "promote " + c1, "notify",
 		"snapshot", "notify",
 		"fork", "notify", "network " + c3, "notify " + c3, "exec " + c3, "delete " + c3,
@@ -372,13 +373,14 @@ func TestProviderNotify(t *testing.T) {
 	ns := notices(t, root)
 	gotTold := toldOf(ns)
 	wantTold := []told{
-		{"default", hostlink.RolePrimary, 3, 1, kept.ID, "", "on"}, // the original, after the fork's capture
-		{c1, hostlink.RoleCopy, 2, 1, kept.ID, "", "off"},          // the copy, before its step
-		{"default", hostlink.RolePrimary, 4, 2, kept.ID, "", "on"}, // the copy, promoted
-		{"default", hostlink.RolePrimary, 5, 4, cp.ID, "", "on"},   // the original, after the checkpoint's capture
-		{"default", hostlink.RolePrimary, 7, 5, dropped.ID, "", "on"},
-		{c3, hostlink.RoleCopy, 6, 5, dropped.ID, "", "allow"},
-		{"default", hostlink.RoleRestored, 8, 4, back.ID, cp.Result.Checkpoint, "on"}, // from the checkpoint, taken at generation 4
+		{"default", hostlink.RolePrimary, 2, 1, "start", "", "on"}, // at undohost's start
+		{"default", hostlink.RolePrimary, 4, 2, kept.ID, "", "on"}, // the original, after the fork's capture
+		{c1, hostlink.RoleCopy, 3, 2, kept.ID, "", "off"},          // the copy, before its step
+		{"default", hostlink.RolePrimary, 5, 3, kept.ID, "", "on"}, // the copy, promoted
+		{"default", hostlink.RolePrimary, 6, 5, cp.ID, "", "on"},   // the original, after the checkpoint's capture
+		{"default", hostlink.RolePrimary, 8, 6, dropped.ID, "", "on"},
+		{c3, hostlink.RoleCopy, 7, 6, dropped.ID, "", "allow"},
+		{"default", hostlink.RoleRestored, 9, 5, back.ID, cp.Result.Checkpoint, "on"}, // from the checkpoint, taken at generation 5
 	}
 	if diff := cmp.Diff(wantTold, gotTold); diff != "" {
 		t.Errorf("WHO_YOU_ARE sent (-want +got):\n%s", diff)
@@ -409,12 +411,12 @@ func TestProviderNotify(t *testing.T) {
 		if notifies == len(calls) {
 			t.Fatalf("message %d: no notify call", i)
 		}
-		if ht := n.w.HostTime; ht.Before(calls[notifies-1].at) || ht.After(calls[notifies].at) {
+		if ht := n.w.HostTime; notifies > 0 && ht.Before(calls[notifies-1].at) || ht.After(calls[notifies].at) {
 			t.Errorf("message %d: host_time %v, not between the call before (%v) and the notify (%v)", i, ht, calls[notifies-1].at, calls[notifies].at)
 		}
 		notifies++
 	}
-	if w, err := quickClient(t, d, url, "").Hello(cx); err != nil || w.Generation != 8 || w.Role != hostlink.RoleRestored {
+	if w, err := quickClient(t, d, url, "").Hello(cx); err != nil || w.Generation != 9 || w.Role != hostlink.RoleRestored {
 		t.Errorf("welcome: %+v %v", w, err)
 	}
 }
@@ -480,6 +482,8 @@ func waitFile(t *testing.T, path string) {
 // still, before it serves; a copy is deleted instead. A restart after
 // that tells nobody again.
 func TestProviderNotifyRestart(t *testing.T) {
+	// What the first start told the VM, which had been told nothing.
+	started := told{"default", hostlink.RolePrimary, 2, 1, "start", "", "on"}
 	fork := func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error) {
 		return c.ForkRun(cx, hostlink.ForkRun{Key: "f", Network: hostlink.Network{Mode: "off"}, Step: shell("echo changed > x")})
 	}
@@ -493,16 +497,16 @@ func TestProviderNotifyRestart(t *testing.T) {
 		{"the original after a checkpoint", "", func(cx context.Context, c *hostlink.Client) (hostlink.Accepted, error) {
 			return c.Checkpoint(cx, hostlink.Checkpoint{Key: "cp"})
 		}, []string{"notify"}, func(op string) []told {
-			// Generation 2 never arrived.
-			return []told{{"default", hostlink.RolePrimary, 3, 1, op, "", "on"}}
+			// Generation 3 never arrived.
+			return []told{started, {"default", hostlink.RolePrimary, 4, 2, op, "", "on"}}
 		}},
 		{"the original after a fork", "default", fork, []string{"delete", "notify"}, func(op string) []told {
-			// 2 was the copy's, 3 never arrived.
-			return []told{{"default", hostlink.RolePrimary, 4, 1, op, "", "on"}}
+			// 3 was the copy's, 4 never arrived.
+			return []told{started, {"default", hostlink.RolePrimary, 5, 2, op, "", "on"}}
 		}},
 		{"the copy", "copy-", fork, []string{"delete"}, func(op string) []told {
 			// The original had its message: it is not told again.
-			return []told{{"default", hostlink.RolePrimary, 3, 1, op, "", "on"}}
+			return []told{started, {"default", hostlink.RolePrimary, 4, 2, op, "", "on"}}
 		}},
 	}
 	for _, tt := range tests {

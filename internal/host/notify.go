@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -98,8 +99,18 @@ func (p *Provider) newGeneration(ctx context.Context, sandbox string, m pending,
 	if err := p.tell(ctx, sandbox, "", w); err != nil {
 		return cw, err
 	}
+	if err := atomicfile.Write(p.toldPath(sandbox), []byte(strconv.FormatUint(w.Generation, 10)), 0o600); err != nil {
+		return cw, err
+	}
 	os.Remove(p.pendingPath(sandbox))
 	return cw, nil
+}
+
+// toldPath records the last generation the sandbox's VM was told, so
+// that a VM never told anything (a sandbox new to this undohost, booted
+// before it started) is told at the start.
+func (p *Provider) toldPath(sandbox string) string {
+	return filepath.Join(p.state, "notify", sandbox+".told")
 }
 
 // tell runs the notify command with w on its stdin: for the copy copyID,
@@ -122,8 +133,11 @@ func (p *Provider) tell(ctx context.Context, sandbox, copyID string, w hostlink.
 // not have arrived (an undohost killed, or a notify cut short, between
 // a new generation and its delivery) who it is, with a generation newer
 // still: a VM that had the first message takes this one too, and no VM
-// is told one generation twice. Run calls it before serving. A sandbox
-// whose notify fails again keeps its record for the next start.
+// is told one generation twice. A sandbox whose VM was never told
+// anything (new to this undohost) is told too: that is how a VM booted
+// before undohost started learns its first token. Run calls it before
+// serving. A sandbox whose notify fails again keeps its record for the
+// next start.
 func (p *Provider) Retell(ctx context.Context, sandboxes []string) {
 	if !p.notifies() {
 		return
@@ -132,7 +146,10 @@ func (p *Provider) Retell(ctx context.Context, sandboxes []string) {
 	for _, sb := range sandboxes {
 		b, err := os.ReadFile(p.pendingPath(sb))
 		if errors.Is(err, os.ErrNotExist) {
-			continue
+			if _, terr := os.Stat(p.toldPath(sb)); terr == nil {
+				continue
+			}
+			b, err = json.Marshal(pending{Op: "start", Role: hostlink.RolePrimary})
 		}
 		var m pending
 		if err == nil {
