@@ -13,6 +13,7 @@ package qemu
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -148,8 +149,12 @@ func start(cfg Config, dir, backing, base, incoming string) (*Machine, error) {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-u", "-f", "qcow2", "-b", backing, "-F", "qcow2", m.Disk, strconv.FormatInt(size, 10)).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("qemu-img create %s over %s: %v: %s", m.Disk, backing, err, bytes.TrimSpace(out))
 	}
+	cpu := "qemu64"
+	if cfg.Accel == "kvm" {
+		cpu = "host"
+	}
 	args := []string{
-		"-accel", cfg.Accel, "-machine", "pc", "-cpu", "qemu64", "-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.Memory) + "M",
+		"-accel", cfg.Accel, "-machine", "pc", "-cpu", cpu, "-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.Memory) + "M",
 		"-nographic", "-no-reboot", "-nodefaults", "-no-user-config",
 		"-kernel", cfg.Kernel, "-initrd", cfg.Initrd, "-append", cfg.Append,
 		"-blockdev", "driver=file,filename=" + m.Disk + ",node-name=f0",
@@ -646,27 +651,62 @@ func (m *Machine) AddForwards(rules []string) error {
 }
 
 // Chain returns the files of the disk whose top is top: top first, then
-// each backing file down to the base.
+// each backing file down to the base (an image that has none, or is not
+// qcow2). It reads the qcow2 headers itself: qemu-img would cost a
+// process per call, and every provider command walks the chains.
 func Chain(top string) ([]string, error) {
-	out, err := exec.Command("qemu-img", "info", "-U", "--backing-chain", "--output=json", top).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("qemu-img info %s: %s", top, bytes.TrimSpace(ee.Stderr))
-		}
-		return nil, fmt.Errorf("qemu-img info %s: %w", top, err)
-	}
-	var infos []struct {
-		Filename string `json:"filename"`
-	}
-	if err := json.Unmarshal(out, &infos); err != nil {
-		return nil, fmt.Errorf("qemu-img info %s: %w", top, err)
-	}
 	var files []string
-	for _, i := range infos {
-		files = append(files, i.Filename)
+	for f := top; f != ""; {
+		if len(files) == 64 {
+			return nil, fmt.Errorf("the disk chain of %s is longer than 64 layers (a loop?)", top)
+		}
+		files = append(files, f)
+		backing, err := backingFile(f)
+		if err != nil {
+			return nil, err
+		}
+		if backing != "" && !filepath.IsAbs(backing) {
+			backing = filepath.Join(filepath.Dir(f), backing)
+		}
+		f = backing
 	}
 	return files, nil
+}
+
+// backingFile reads the backing file's name from the qcow2 header of
+// path: "" when it has none or is not qcow2.
+func backingFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	hdr := make([]byte, 20)
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		return "", nil // shorter than a qcow2 header: a raw image
+	}
+	return parseBacking(hdr, f, path)
+}
+
+// parseBacking decodes the backing file name of a qcow2 header (hdr, its
+// first 20 bytes; r reads the rest).
+func parseBacking(hdr []byte, r io.ReaderAt, path string) (string, error) {
+	if string(hdr[:4]) != "QFI\xfb" {
+		return "", nil
+	}
+	off := binary.BigEndian.Uint64(hdr[8:16])
+	size := binary.BigEndian.Uint32(hdr[16:20])
+	if off == 0 || size == 0 {
+		return "", nil
+	}
+	if size > 1023 {
+		return "", fmt.Errorf("%s: a backing file name of %d bytes (qcow2 allows 1023)", path, size)
+	}
+	name := make([]byte, size)
+	if _, err := r.ReadAt(name, int64(off)); err != nil {
+		return "", fmt.Errorf("%s: its backing file name: %w", path, err)
+	}
+	return string(name), nil
 }
 
 // Flatten copies the layers between m's top and its base into the top

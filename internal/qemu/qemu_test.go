@@ -261,3 +261,30 @@ func TestOpen(t *testing.T) {
 		t.Error("Open of a directory with no machine succeeded")
 	}
 }
+
+// Chain reads qcow2 headers as qemu-img does.
+func TestChain(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.qcow2")
+	mid := filepath.Join(dir, "mid.qcow2")
+	top := filepath.Join(dir, "top.qcow2")
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("no qemu-img here (apt-get install qemu-utils)")
+	}
+	for _, c := range [][]string{{"create", "-q", "-f", "qcow2", base, "1M"},
+		{"create", "-q", "-f", "qcow2", "-b", "base.qcow2", "-F", "qcow2", mid},
+		{"create", "-q", "-f", "qcow2", "-b", mid, "-F", "qcow2", top}} {
+		if out, err := exec.Command("qemu-img", c...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img %v: %v %s", c, err, out)
+		}
+	}
+	got, err := qemu.Chain(top)
+	if want := []string{top, mid, base}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("Chain: %v %v, want %v", got, err, want)
+	}
+	raw := filepath.Join(dir, "raw")
+	os.WriteFile(raw, []byte("not an image"), 0o600)
+	if got, err := qemu.Chain(raw); err != nil || len(got) != 1 {
+		t.Errorf("Chain of a raw file: %v %v", got, err)
+	}
+}
