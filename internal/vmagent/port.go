@@ -27,6 +27,9 @@ const idle = 10 * time.Millisecond
 // appear, and serves one host session after another on it.
 func (a *Agent) ServePort(ctx context.Context, name string) error {
 	dev, err := a.findPort(ctx, name, portWait)
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
