@@ -60,10 +60,16 @@ var errGone = errors.New("the host hung up")
 // is killed, with its process group, and waited for before ServeSession
 // returns.
 func ServeSession(rw io.ReadWriter, a *Agent) error {
-	s := &session{a: a, w: rw, lines: make(chan inLine)}
+	return a.session(bufio.NewReader(rw), rw)
+}
+
+// session is [ServeSession] reading from br, which may outlive it: the
+// port's loop keeps one for every session, as it reads its device at the
+// end a hundred times a second while no host is connected.
+func (a *Agent) session(br *bufio.Reader, w io.Writer) error {
+	s := &session{a: a, w: w, lines: make(chan inLine)}
 	go func() {
 		defer close(s.lines)
-		br := bufio.NewReaderSize(rw, 64<<10)
 		for {
 			b, long, err := readLine(br)
 			if err != nil {
@@ -265,6 +271,10 @@ func (w *stream) Write(p []byte) (int, error) {
 func (s *session) notify(req Request) {
 	if len(req.Who) == 0 {
 		s.send(Reply{ID: req.ID, Error: "notify without who: send the WHO_YOU_ARE"})
+		return
+	}
+	if s.a.StateDir == "" {
+		s.send(Reply{ID: req.ID, Error: "this agent has no state directory to keep it in: start it with one (undoctl agent --state DIR)"})
 		return
 	}
 	var w hostlink.WhoYouAre

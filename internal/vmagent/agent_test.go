@@ -194,6 +194,22 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// An exec ends soon after its command, even when a process the command
+// left running holds its output open.
+func TestExecLeavesChild(t *testing.T) {
+	t.Parallel()
+	c, _ := serveOn(t, &Agent{StateDir: t.TempDir()}, nil)
+	var out bytes.Buffer
+	st, err := c.Exec(ctx10(t), []string{"sh", "-c", "sleep 1000 & echo $!"}, "", nil, &out, nil)
+	var pid int
+	if _, err := fmt.Sscan(out.String(), &pid); err == nil {
+		defer unix.Kill(pid, unix.SIGKILL)
+	}
+	if err != nil || st != 0 || pid == 0 {
+		t.Errorf("Exec: %d, %q, %v", st, out.String(), err)
+	}
+}
+
 // A command that cannot start is an error the agent sends, and the
 // session goes on.
 func TestExecNotFound(t *testing.T) {
@@ -330,6 +346,7 @@ func TestBadRequests(t *testing.T) {
 		{"notify without who", `{"id":"x6","op":"notify"}`, "x6"},
 		{"notify with a bad who", `{"id":"x7","op":"notify","who":{"generation":"one"}}`, "x7"},
 		{"notify without a token", `{"id":"x8","op":"notify","who":{"generation":1}}`, "x8"},
+		{"blank lines are skipped", "\n  \t\n" + `{"id":"x9","op":"exec","argv":[]}`, "x9"},
 	} {
 		if _, err := io.WriteString(conn, "\n"+tt.line+"\n"); err != nil {
 			t.Fatal(err)
@@ -734,3 +751,47 @@ func (h onMessage) Handle(_ context.Context, r slog.Record) error {
 }
 func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h onMessage) WithGroup(string) slog.Handler      { return h }
+
+// Close ends a call that runs, and the guest kills its exec.
+func TestCloseDuringExec(t *testing.T) {
+	t.Parallel()
+	c, wait := serveOn(t, &Agent{StateDir: t.TempDir()}, nil)
+	out := newWatcher("\n")
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx10(t), []string{"sh", "-c", "echo $$; exec sleep 1000"}, "", nil, out, nil)
+		res <- err
+	}()
+	select {
+	case <-out.seen:
+	case err := <-res:
+		t.Fatalf("Exec ended early: %v", err)
+	}
+	c.Close()
+	if err := <-res; err == nil {
+		t.Error("Exec returned no error after Close")
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(out.String(), &pid)
+	if !gone(pid) {
+		t.Errorf("the exec's command %d outlived its session", pid)
+	}
+	if err := c.Ping(context.Background()); err == nil {
+		t.Error("Ping after Close worked")
+	}
+}
+
+// An agent without a state directory refuses a notify rather than write
+// host.json where it runs.
+func TestNotifyNoStateDir(t *testing.T) {
+	t.Parallel()
+	c, _ := serveOn(t, &Agent{}, nil)
+	_, err := c.Notify(ctx10(t), who(t, hostlink.WhoYouAre{Generation: 1, Token: "one"}))
+	var ae *Error
+	if !errors.As(err, &ae) || !strings.Contains(ae.Msg, "state directory") {
+		t.Errorf("Notify without a state directory: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
@@ -25,8 +26,10 @@ type Client struct {
 	conn io.ReadWriteCloser // a Unix socket; closing it ends a read or write that waits
 	br   *bufio.Reader
 
-	mu     sync.Mutex
-	broken error // why the connection is closed
+	closed atomic.Bool // by Close, which may come during a call
+
+	mu     sync.Mutex // held by a call
+	broken error      // why the connection is closed, under mu
 }
 
 // Error is a request that the guest agent answered with an error.
@@ -56,13 +59,10 @@ func newClient(conn io.ReadWriteCloser, path string) *Client {
 	return &Client{path: path, conn: conn, br: bufio.NewReaderSize(conn, 64<<10)}
 }
 
-// Close closes the connection.
+// Close closes the connection. A call that runs then fails (an exec is
+// killed).
 func (c *Client) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.broken == nil {
-		c.broken = fmt.Errorf("the connection to the guest agent on %s is closed", c.path)
-	}
+	c.closed.Store(true)
 	return c.conn.Close()
 }
 
@@ -151,6 +151,9 @@ func (c *Client) Exec(ctx context.Context, argv []string, cwd string, env []stri
 func (c *Client) call(ctx context.Context, req Request, each func(Reply) (done bool, err error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return fmt.Errorf("%s: the client of the guest agent on %s is closed", req.Op, c.path)
+	}
 	if c.broken != nil {
 		return c.broken
 	}

@@ -16,7 +16,8 @@
 // and every reply carries its request's id; exec output streams as it
 // comes, in chunks of at most [Chunk] bytes, before the exec's exit; a
 // host that hangs up during an exec gets it killed (its whole process
-// group). The host's [Client] skips replies with another id: a copy of a
+// group). An exec ends at most a second after its command exits, even when
+// a process it left running holds its output open. The host's [Client] skips replies with another id: a copy of a
 // VM may still hold replies meant for a client of its original.
 //
 // Callers: the guest runs [Agent.ServePort] and [Agent.Relay] until it

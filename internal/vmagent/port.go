@@ -1,6 +1,7 @@
 package vmagent
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -51,8 +52,9 @@ func (a *Agent) ServePort(ctx context.Context, name string) error {
 func (a *Agent) serve(ctx context.Context, dev io.ReadWriter) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	br := bufio.NewReader(dev)
 	for {
-		err := ServeSession(dev, a)
+		err := a.session(br, dev)
 		if ctx.Err() != nil {
 			return nil
 		}
