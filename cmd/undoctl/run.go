@@ -41,9 +41,15 @@ steps (the journal of what undosh ran):
   back [--force] N     put the workspace back as it was before step N (the
                        current state is checkpointed first), or undo machine
                        step N (last first; --force over later changes)
-  agent [--listen URL] the guest end of the host link's control channel
-                       (default vsock://5758): keeps the token and role the
-                       host gives this VM after every resume
+  agent [--listen URL] [--serial NAME] [--relay LISTEN=DIAL]
+                       the guest end of the host link: keeps the token and
+                       role the host gives this VM after every resume, told
+                       on the control channel (--listen URL, by default
+                       vsock://5758 unless --serial is given) or on QEMU's
+                       virtio-serial port NAME, where the host also runs
+                       commands; --relay carries a Unix socket to the host
+                       link's TCP address, as in --relay
+                       unix:///run/undosh-host.sock=tcp://10.0.2.100:5757
   cost [--months N]    what the machine steps cost, from the policy's rates
                        (vCPU-hours and GiB-hours of forks, snapshot storage)
   services [--json]    the services running here that undosh checkpoints

@@ -88,15 +88,43 @@ func handle(conn net.Conn, stateDir string) error {
 	if err := json.Unmarshal(f.Body, &w); err != nil {
 		return fmt.Errorf("WHO_YOU_ARE: %w", err)
 	}
+	n, err := Apply(stateDir, w)
+	var re *RefusedError
+	if err != nil && !errors.As(err, &re) {
+		return err
+	}
+	// A refusal is answered too: the host hears which generation this VM
+	// has (docs/hostlink.md §7).
+	body, _ := json.Marshal(n)
+	if werr := hostlink.Encode(conn, hostlink.Frame{Type: hostlink.TypeNoted, Body: body}); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// RefusedError is a WHO_YOU_ARE whose generation is not greater than the
+// one the VM has: a replay cannot roll it back.
+type RefusedError struct {
+	Generation uint64 // the WHO_YOU_ARE's
+	Current    uint64 // the VM's, which it keeps
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("WHO_YOU_ARE of generation %d refused: this VM has generation %d already", e.Generation, e.Current)
+}
+
+// Apply adopts w as what this VM is, whichever channel brought it (vsock
+// or virtio-serial): it mixes w's entropy into the kernel's pool, sets the
+// clock when it is off (as root) and keeps w, without its entropy, in
+// host.json in stateDir. It returns the NOTED to answer with. A w whose
+// generation is not greater than the kept one is refused with a
+// *RefusedError, and the NOTED then names the generation kept.
+func Apply(stateDir string, w hostlink.WhoYouAre) (hostlink.Noted, error) {
 	if w.Token == "" || w.Generation == 0 {
-		return errors.New("WHO_YOU_ARE without a token or generation")
+		return hostlink.Noted{}, errors.New("WHO_YOU_ARE without a token or generation")
 	}
 	if cur, ok := Read(stateDir); ok && w.Generation <= cur.Generation {
-		// A replay cannot roll the VM back (docs/hostlink.md §7): the
-		// host hears which generation it has.
-		body, _ := json.Marshal(hostlink.Noted{Generation: cur.Generation})
-		_ = hostlink.Encode(conn, hostlink.Frame{Type: hostlink.TypeNoted, Body: body})
-		return fmt.Errorf("WHO_YOU_ARE of generation %d refused: this VM has generation %d already", w.Generation, cur.Generation)
+		return hostlink.Noted{Generation: cur.Generation}, &RefusedError{Generation: w.Generation, Current: cur.Generation}
 	}
 	if len(w.Entropy) > 0 {
 		// Writing to /dev/urandom mixes the bytes in (it credits no
@@ -117,11 +145,13 @@ func handle(conn net.Conn, stateDir string) error {
 	w.Entropy = nil
 	data, err := json.Marshal(w)
 	if err != nil {
-		return err
+		return hostlink.Noted{}, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return hostlink.Noted{}, err
 	}
 	if err := atomicfile.Write(Path(stateDir), data, 0o600); err != nil {
-		return err
+		return hostlink.Noted{}, err
 	}
-	body, _ := json.Marshal(hostlink.Noted{Generation: w.Generation})
-	return hostlink.Encode(conn, hostlink.Frame{Type: hostlink.TypeNoted, Body: body})
+	return hostlink.Noted{Generation: w.Generation}, nil
 }

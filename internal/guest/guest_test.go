@@ -2,6 +2,7 @@ package guest
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"path/filepath"
 	"testing"
@@ -59,5 +60,30 @@ func TestServeRefusesReplay(t *testing.T) {
 	}
 	if w, _ := Read(filepath.Join(dir, "state")); w.Token != "six" {
 		t.Errorf("a newer generation was not adopted: %+v", w)
+	}
+}
+
+// Apply keeps a newer WHO_YOU_ARE without its entropy and refuses an older
+// one with the generation it keeps.
+func TestApply(t *testing.T) {
+	t.Parallel()
+	sd := filepath.Join(t.TempDir(), "state")
+	if _, err := Apply(sd, hostlink.WhoYouAre{Generation: 2}); err == nil {
+		t.Error("a WHO_YOU_ARE without a token was applied")
+	}
+	n, err := Apply(sd, hostlink.WhoYouAre{Generation: 2, Token: "two", Role: hostlink.RoleCopy, Entropy: make([]byte, 32)})
+	if err != nil || n.Generation != 2 {
+		t.Fatalf("Apply: %+v, %v", n, err)
+	}
+	if w, ok := Read(sd); !ok || w.Token != "two" || w.Role != hostlink.RoleCopy || w.Entropy != nil {
+		t.Errorf("host.json: %+v, %v", w, ok)
+	}
+	n, err = Apply(sd, hostlink.WhoYouAre{Generation: 2, Token: "again"})
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Current != 2 || n.Generation != 2 {
+		t.Errorf("a replay: %+v, %v; want NOTED 2 and a *RefusedError", n, err)
+	}
+	if w, _ := Read(sd); w.Token != "two" {
+		t.Errorf("a replay replaced host.json: %+v", w)
 	}
 }
