@@ -33,6 +33,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "qemu" {
+		return qemuCmd(ctx, args[1:], os.Stdin, os.Stdout, stderr)
+	}
 	var o host.Options
 	fs := flag.NewFlagSet("undohost", flag.ContinueOnError)
 	fs.SetOutput(stderr)

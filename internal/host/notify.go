@@ -163,10 +163,10 @@ func (p *Provider) Retell(ctx context.Context, sandboxes []string) {
 			tctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
 			if err := p.resumed(tctx, sb, m); err != nil {
-				p.log.Error("tell the VM who it is after a restart", "sandbox", sb, "op", m.Op, "err", err)
+				p.log.Error("tell the VM who it is at the start", "sandbox", sb, "op", m.Op, "err", err)
 				return
 			}
-			p.log.Info("told the VM who it is after a restart", "sandbox", sb, "op", m.Op, "role", m.Role)
+			p.log.Info("told the VM who it is at the start", "sandbox", sb, "op", m.Op, "role", m.Role)
 		})
 	}
 	wg.Wait()

@@ -222,6 +222,27 @@ func Attach(t testing.TB, m *qemu.Machine) *VM {
 	return v
 }
 
+// AttachResumed is Attach for a machine resumed from a capture (a
+// fork's copy, a restore) while a test may have been running a script
+// on its console: the console's shell may be in the middle of it, so a
+// line that ends any here-document and a marker to wait for put it back
+// in step first.
+func AttachResumed(t testing.TB, m *qemu.Machine) *VM {
+	t.Helper()
+	v := Attach(t, m)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seq++
+	marker := fmt.Sprintf("__undosh_vmtest_sync_%d__", v.seq)
+	if _, err := fmt.Fprintf(v.console, "\n__UNDOSH_EOF__\necho __undosh_vmtest_sync_\"%d\"__\n", v.seq); err != nil {
+		t.Fatalf("console of %s: %v", m.Dir, err)
+	}
+	if err := v.waitFor(marker, time.Minute); err != nil {
+		t.Fatalf("console of %s: %v", m.Dir, err)
+	}
+	return v
+}
+
 // tempDir is a directory for a machine, removed when t ends.
 func tempDir(t testing.TB) string {
 	t.Helper()
