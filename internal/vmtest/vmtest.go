@@ -1,10 +1,11 @@
 // Package vmtest boots real Linux guests under QEMU for tests: [Build]
 // makes a guest from Debian's packages (build-guest.sh: Debian's kernel,
 // busybox, bash, git and the binaries asked for), once per set of
-// inputs, and [Boot] starts it (TCG: no KVM is needed), waits until it
-// says it is ready, and stops it when the test ends, whatever its
-// outcome. A test whose machine lacks QEMU or the packages is skipped,
-// saying what to install.
+// inputs, [BuildDebian] one whose root is Debian itself (debootstrap),
+// with real apt and dpkg, and [Boot] starts either (TCG: no KVM is
+// needed), waits until it says it is ready, and stops it when the test
+// ends, whatever its outcome. A test whose machine lacks QEMU or the
+// packages is skipped, saying what to install.
 //
 // Only tests import it.
 package vmtest
@@ -51,18 +52,53 @@ const BootTimeout = 90 * time.Second
 // the tools are missing.
 func Build(t testing.TB, binaries ...string) Guest {
 	t.Helper()
+	return build(t, nil, binaries)
+}
+
+// BuildDebian is [Build] for a guest whose root is Debian bookworm
+// (debootstrap --variant=minbase, with git), for tests of real apt and
+// dpkg: apt works offline there, and /root/debs holds hello, a package
+// that is not installed. The binaries must run on bookworm's libraries.
+// Building needs root and the network to the host's Debian mirror, and
+// takes about a minute; it skips t without root or debootstrap.
+func BuildDebian(t testing.TB, binaries ...string) Guest {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a Debian guest needs root to build (debootstrap): run the test as root")
+	}
+	if !haveTool("debootstrap") {
+		t.Skip("no debootstrap here (apt-get install debootstrap)")
+	}
+	return build(t, []string{"--debootstrap"}, binaries)
+}
+
+// haveTool says whether name is on $PATH or in /usr/sbin, where
+// Debian keeps the tools root runs.
+func haveTool(name string) bool {
+	if _, err := exec.LookPath(name); err == nil {
+		return true
+	}
+	_, err := os.Stat(filepath.Join("/usr/sbin", name))
+	return err == nil
+}
+
+// build runs build-guest.sh with flags and binaries, or finds what it
+// made before from the same inputs.
+func build(t testing.TB, flags, binaries []string) Guest {
+	t.Helper()
 	for _, tool := range []struct{ name, pkg string }{
 		{"qemu-system-x86_64", "qemu-system-x86"}, {"qemu-img", "qemu-utils"}, {"busybox", "busybox-static"},
 		{"depmod", "kmod"}, {"mkfs.ext4", "e2fsprogs"}, {"apt-get", "apt"}, {"dpkg-deb", "dpkg"},
 	} {
-		if _, err := exec.LookPath(tool.name); err != nil {
-			if _, err := os.Stat(filepath.Join("/usr/sbin", tool.name)); err != nil {
-				t.Skipf("no %s here (apt-get install %s)", tool.name, tool.pkg)
-			}
+		if !haveTool(tool.name) {
+			t.Skipf("no %s here (apt-get install %s)", tool.name, tool.pkg)
 		}
 	}
 	h := sha256.New()
 	h.Write(buildScript)
+	for _, f := range flags {
+		fmt.Fprintf(h, "\x00flag %s", f)
+	}
 	for _, b := range binaries {
 		f, err := os.Open(b)
 		if err != nil {
@@ -97,7 +133,8 @@ func Build(t testing.TB, binaries ...string) Guest {
 	if err := os.WriteFile(script, buildScript, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", append([]string{script, tmp}, binaries...)...)
+	args := append(append([]string{script}, flags...), tmp)
+	cmd := exec.Command("bash", append(args, binaries...)...)
 	cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -109,8 +146,9 @@ func Build(t testing.TB, binaries ...string) Guest {
 		os.RemoveAll(tmp)
 		t.Fatalf("build-guest.sh: %v\n%s", err, out)
 	}
-	// Builds of other inputs a day old go (each holds a 40 MB disk); a
-	// newer one may be another test binary's, booting now.
+	// Builds of other inputs a day old go (each holds a disk of 40 MB,
+	// 450 MB for a Debian one); a newer one may be another test
+	// binary's, booting now.
 	if old, _ := filepath.Glob(filepath.Join(base, "*")); len(old) > 0 {
 		for _, o := range old {
 			if fi, err := os.Stat(o); err == nil && fi.IsDir() && o != tmp && time.Since(fi.ModTime()) > 24*time.Hour {
