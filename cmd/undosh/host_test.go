@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
@@ -41,6 +42,16 @@ func startHostWith(t *testing.T, args ...string) string {
 	token := filepath.Join(state, "tokens", "default")
 	waitForListener(t, sock)
 	waitForFile(t, token)
+	// Started once its log says so: a provider's VM has been told who it
+	// is, and the token file is that generation's.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(state, "undohost.log")); strings.Contains(string(b), `"msg":"undohost started"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("undohost did not log its start within 30 s")
+		}
+	}
 	tok, err := os.ReadFile(token)
 	if err != nil {
 		t.Fatal(err)
