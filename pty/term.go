@@ -31,18 +31,24 @@ func terminalOf(f *os.File) *terminal {
 // including Ctrl-C and Ctrl-Z, passes through to the PTY, whose own line
 // discipline gives it its meaning.
 func (t *terminal) makeRaw() error {
-	raw := t.saved
-	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	raw.Oflag &^= unix.OPOST
-	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	raw.Cflag &^= unix.CSIZE | unix.PARENB
-	raw.Cflag |= unix.CS8
-	raw.Cc[unix.VMIN] = 1
-	raw.Cc[unix.VTIME] = 0
+	raw := Raw(t.saved)
 	if err := unix.IoctlSetTermios(t.fd, ioctlSetTermios, &raw); err != nil {
 		return fmt.Errorf("set terminal raw: %w", err)
 	}
 	return nil
+}
+
+// Raw returns the settings t in raw mode, as cfmakeraw(3) makes them:
+// no echo, no line editing, no signals from keys, bytes as they are.
+func Raw(t unix.Termios) unix.Termios {
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN] = 1
+	t.Cc[unix.VTIME] = 0
+	return t
 }
 
 // restore gives the terminal back the settings it had before makeRaw.

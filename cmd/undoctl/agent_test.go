@@ -17,6 +17,8 @@ import (
 	creackpty "github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	undoshpty "github.com/undosh/undosh/pty"
+
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/guest"
 )
@@ -67,13 +69,8 @@ func rawPort(t *testing.T) (*os.File, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	tio.Oflag &^= unix.OPOST
-	tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	tio.Cflag &^= unix.CSIZE | unix.PARENB
-	tio.Cflag |= unix.CS8
-	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, tio); err != nil {
+	raw := undoshpty.Raw(*tio)
+	if err := unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, &raw); err != nil {
 		t.Fatal(err)
 	}
 	return host, tty.Name()
