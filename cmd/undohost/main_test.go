@@ -18,6 +18,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/host"
 )
 
 // bin is undohost, built once by TestMain.
@@ -92,14 +93,10 @@ func (d *daemon) start() {
 	d.pids = append(d.pids, d.cmd.Process.Pid)
 	// Started once its log says so: the VMs have been told who they are
 	// and the token files are the current generation's.
-	started := func() int {
-		b, _ := os.ReadFile(filepath.Join(d.state, "undohost.log"))
-		return strings.Count(string(b), `"msg":"undohost started"`)
-	}
 	before := d.starts
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if n := started(); n > before {
+		if n := host.Starts(d.state); n > before {
 			d.starts = n
 			return
 		}

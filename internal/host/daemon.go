@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -151,7 +152,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		prov.Retell(ctx, names)
 	}
-	log.Info("undohost started", "backend", o.Backend, "pid", os.Getpid(), "sandboxes", len(sandboxes))
+	log.Info(startedMsg, "backend", o.Backend, "pid", os.Getpid(), "sandboxes", len(sandboxes))
 	served := make(chan error, len(sandboxes))
 	for i, sb := range sandboxes {
 		go func() { served <- srv.Serve(lns[i], sb.Name) }()
@@ -174,6 +175,18 @@ func Run(ctx context.Context, o Options) error {
 	srv.Shutdown(sctx)
 	log.Info("undohost stopped")
 	return serveErr
+}
+
+// startedMsg is the log line Run writes once it serves: every VM has
+// been told who it is and every token file is current.
+const startedMsg = "undohost started"
+
+// Starts counts the starts that the log of the state directory
+// stateDir records, for a program that starts undohost and waits
+// until it serves.
+func Starts(stateDir string) int {
+	b, _ := os.ReadFile(filepath.Join(stateDir, "undohost.log"))
+	return bytes.Count(b, []byte(`"msg":"`+startedMsg+`"`))
 }
 
 // Listen opens a listener for a URL: unix:///PATH (a stale socket file
