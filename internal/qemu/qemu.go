@@ -247,9 +247,15 @@ func Inspect(dir string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	p, err := procs.Read(r.PID)
-	running := err == nil && p.Alive() && len(p.Argv) > 0 && isQEMU(p.Argv[0], r.Cfg.Binary)
+	_, running := r.process()
 	return Info{PID: r.PID, Disk: r.Disk, Base: r.Base, Running: running}, nil
+}
+
+// process is the recorded qemu, if it still runs (a pid reused by
+// another program is not it).
+func (r record) process() (procs.Proc, bool) {
+	p, err := procs.Read(r.PID)
+	return p, err == nil && p.Alive() && len(p.Argv) > 0 && isQEMU(p.Argv[0], r.Cfg.Binary)
 }
 
 func readRecord(dir string) (record, error) {
@@ -272,8 +278,8 @@ func Open(dir string) (*Machine, error) {
 		return nil, err
 	}
 	m := &Machine{Dir: dir, Disk: r.Disk, Base: r.Base, cfg: r.Cfg, node: r.Node, nodes: r.Nodes, pid: r.PID, done: make(chan struct{})}
-	p, err := procs.Read(r.PID)
-	if err != nil || !p.Alive() || len(p.Argv) == 0 || !isQEMU(p.Argv[0], r.Cfg.Binary) {
+	p, ok := r.process()
+	if !ok {
 		return nil, fmt.Errorf("the machine of %s (qemu pid %d) is no longer running", dir, r.PID)
 	}
 	go func() {
