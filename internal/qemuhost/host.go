@@ -257,6 +257,27 @@ func (h *Host) open(id string) (*qemu.Machine, error) {
 	return qemu.Open(h.vmDir(id))
 }
 
+// capture takes the sandbox's lock at once (a second fork or
+// checkpoint is refused) and attaches to its VM, for a command that
+// captures it; unlock lets both go.
+func (h *Host) capture(name string) (_ *qemu.Machine, unlock func(), _ error) {
+	l, err := h.lock(name, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := h.ReadSandbox(name)
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	m, err := h.open(sb.VM)
+	if err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	return m, func() { m.QMP().Close(); l.Close() }, nil
+}
+
 // Fork makes a running copy of the sandbox's VM (the live method:
 // the sandbox's VM pauses for the last round only) and returns its id.
 // The copy's network is cut from the start: it has no link to the
@@ -265,21 +286,12 @@ func (h *Host) Fork(ctx context.Context, name, op string) (string, error) {
 	if err := checkName("operation", op); err != nil {
 		return "", err
 	}
-	l, err := h.lock(name, false)
+	m, unlock, err := h.capture(name)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	sb, err := h.ReadSandbox(name)
-	if err != nil {
-		return "", err
-	}
+	defer unlock()
 	h.collect(name)
-	m, err := h.open(sb.VM)
-	if err != nil {
-		return "", fmt.Errorf("sandbox %s: %w", name, err)
-	}
-	defer m.QMP().Close()
 	m.CopyBinary = h.QEMU
 	id := "copy-" + op
 	dir := h.vmDir(id)
@@ -505,20 +517,11 @@ func (h *Host) Snapshot(ctx context.Context, name, id string) (int64, error) {
 	if err := checkName("checkpoint", id); err != nil {
 		return 0, err
 	}
-	l, err := h.lock(name, false)
+	m, unlock, err := h.capture(name)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	sb, err := h.ReadSandbox(name)
-	if err != nil {
-		return 0, err
-	}
-	m, err := h.open(sb.VM)
-	if err != nil {
-		return 0, fmt.Errorf("sandbox %s: %w", name, err)
-	}
-	defer m.QMP().Close()
+	defer unlock()
 	dir := h.snapDir(id)
 	cp, err := m.Checkpoint(ctx, dir)
 	if err != nil {
