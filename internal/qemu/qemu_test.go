@@ -145,21 +145,13 @@ func BenchmarkFork(b *testing.B) {
 				restored = append(restored, time.Since(start))
 				r.Quit(10 * time.Second)
 			}
-			b.ReportMetric(ms(median(paused)), "paused-ms")
-			b.ReportMetric(ms(median(running)), "copy-running-ms")
-			b.ReportMetric(ms(median(cpPaused)), "checkpoint-paused-ms")
-			b.ReportMetric(ms(median(restored)), "restore-ms")
+			b.ReportMetric(vmtest.MS(vmtest.Median(paused)), "paused-ms")
+			b.ReportMetric(vmtest.MS(vmtest.Median(running)), "copy-running-ms")
+			b.ReportMetric(vmtest.MS(vmtest.Median(cpPaused)), "checkpoint-paused-ms")
+			b.ReportMetric(vmtest.MS(vmtest.Median(restored)), "restore-ms")
 		})
 	}
 }
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // The copy's qemu dies during the fork's migration: the fork fails with
 // an error that says so, and the original runs on, its processes and

@@ -3,7 +3,6 @@ package qemuhost_test
 import (
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,21 +86,13 @@ func BenchmarkProvider(b *testing.B) {
 					hq("delete-snapshot", "sb", "s"+strconv.Itoa(i))
 					v = vm()
 				}
-				b.ReportMetric(ms(median(fork)), "fork-ms")
-				b.ReportMetric(ms(median(discard)), "discard-ms")
-				b.ReportMetric(ms(median(promote)), "promote-ms")
-				b.ReportMetric(ms(median(snap)), "checkpoint-ms")
-				b.ReportMetric(ms(median(restore)), "restore-ms")
-				b.ReportMetric(ms(median(noop)), "helper-ms")
+				b.ReportMetric(vmtest.MS(vmtest.Median(fork)), "fork-ms")
+				b.ReportMetric(vmtest.MS(vmtest.Median(discard)), "discard-ms")
+				b.ReportMetric(vmtest.MS(vmtest.Median(promote)), "promote-ms")
+				b.ReportMetric(vmtest.MS(vmtest.Median(snap)), "checkpoint-ms")
+				b.ReportMetric(vmtest.MS(vmtest.Median(restore)), "restore-ms")
+				b.ReportMetric(vmtest.MS(vmtest.Median(noop)), "helper-ms")
 			})
 		}
 	}
 }
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

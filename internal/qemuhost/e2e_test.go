@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undosh/undosh/internal/host"
 	"github.com/undosh/undosh/internal/qemu"
 	"github.com/undosh/undosh/internal/qemuhost"
+	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/internal/vmtest"
 )
 
@@ -87,13 +89,13 @@ func (r *rig) startHost() {
 	r.t.Cleanup(func() { uh.Process.Kill(); uh.Wait() })
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		b, _ := os.ReadFile(filepath.Join(r.state, "undohost.log"))
-		if n := strings.Count(string(b), `"msg":"undohost started"`); n > r.starts {
+		if n := host.Starts(r.state); n > r.starts {
 			r.starts = n
 			return
 		}
-		if time.Now().After(deadline) || uh.ProcessState != nil {
+		if time.Now().After(deadline) {
 			out, _ := os.ReadFile(filepath.Join(r.state, "stderr"))
+			b, _ := os.ReadFile(filepath.Join(r.state, "undohost.log"))
 			r.t.Fatalf("undohost did not start: %s\n%s", out, b)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -105,7 +107,7 @@ func (r *rig) startHost() {
 // and its status, read from whichever VM is the sandbox's when it ends.
 func (r *rig) step(name, verify, script string) (string, int) {
 	r.t.Helper()
-	r.detach(name, "UNDOSH_VERIFY="+shq(verify)+" undosh -c "+shq(script))
+	r.detach(name, "UNDOSH_VERIFY="+shquote.Word(verify)+" undosh -c "+shquote.Word(script))
 	return r.wait(name)
 }
 
@@ -115,7 +117,7 @@ func (r *rig) detach(name, command string) {
 	r.t.Helper()
 	inner := "export UNDOSH_HOST=unix:///run/undosh-host.sock; " + command + " >/root/" + name + ".out 2>&1; echo $? > /root/" + name + ".st.new; mv /root/" + name + ".st.new /root/" + name + ".st"
 	// The VM may be replaced before the agent's answer (undoctl back).
-	r.try("cd /root && setsid sh -c " + shq(inner) + " </dev/null >/dev/null 2>&1 &")
+	r.try("cd /root && setsid sh -c " + shquote.Word(inner) + " </dev/null >/dev/null 2>&1 &")
 }
 
 // wait polls the sandbox's VM until step name has ended.
@@ -136,8 +138,6 @@ func (r *rig) wait(name string) (string, int) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // counter reads the guest's counter: its count and the secret it holds
 // in memory only.
@@ -170,7 +170,7 @@ func newRig(t *testing.T) *rig {
 	// The worked example, with this test's paths, and a qemu wrapper
 	// that fails while fail-copy exists: a copy that never boots.
 	wrapper := filepath.Join(base, "qemu-wrapper")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\n[ -e "+shq(filepath.Join(base, "fail-copy"))+" ] && { echo 'qemu-wrapper: failing as asked' >&2; exit 1; }\nexec qemu-system-x86_64 \"$@\"\n"), 0o755)
+	os.WriteFile(wrapper, []byte("#!/bin/sh\n[ -e "+shquote.Word(filepath.Join(base, "fail-copy"))+" ] && { echo 'qemu-wrapper: failing as asked' >&2; exit 1; }\nexec qemu-system-x86_64 \"$@\"\n"), 0o755)
 	ex, err := os.ReadFile("../../docs/examples/qemu/undohost.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -182,13 +182,13 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(r.state, "undohost.log"))
-			t.Logf("undohost.log:\n%s", tail(string(b), 6000))
+			t.Logf("undohost.log:\n%s", vmtest.Tail(b, 6000))
 			b, _ = os.ReadFile(filepath.Join(r.root, "qemu.log"))
-			t.Logf("qemu.log:\n%s", tail(string(b), 4000))
+			t.Logf("qemu.log:\n%s", vmtest.Tail(b, 4000))
 			logs, _ := filepath.Glob(filepath.Join(r.root, "logs", "*.log"))
 			for _, l := range logs {
 				b, _ = os.ReadFile(l)
-				t.Logf("%s:\n%s", filepath.Base(l), tail(string(b), 2000))
+				t.Logf("%s:\n%s", filepath.Base(l), vmtest.Tail(b, 2000))
 			}
 		}
 		r.hq("stop", "default")
@@ -219,13 +219,6 @@ while [ ! -s /dev/shm/counter ]; do sleep 0.05; done`
 	}
 	r.startHost()
 	return r
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 // undosh in a QEMU guest, undohost with the QEMU provider on the host:

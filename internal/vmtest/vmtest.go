@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,6 +185,16 @@ func GoBuild(t testing.TB, names ...string) []string {
 	return paths
 }
 
+// Median is the median of d, for a benchmark's report.
+func Median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// MS is d in milliseconds, for b.ReportMetric.
+func MS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // Options shape a boot.
 type Options struct {
 	// Memory in MiB; default 256.
@@ -247,7 +258,7 @@ func Attach(t testing.TB, m *qemu.Machine) *VM {
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(m.ConsoleLog())
-			t.Logf("the console of %s:\n%s", m.Dir, tail(b, 4000))
+			t.Logf("the console of %s:\n%s", m.Dir, Tail(b, 4000))
 		}
 		m.Quit(10 * time.Second)
 		if v.console != nil {
@@ -388,7 +399,8 @@ func (v *VM) drain() {
 // cleanConsole drops the CRs a serial console may add.
 func cleanConsole(s string) string { return strings.ReplaceAll(s, "\r", "") }
 
-func tail(b []byte, n int) string {
+// Tail is the last n bytes of b, for a log in a failure's message.
+func Tail(b []byte, n int) string {
 	if len(b) > n {
 		b = b[len(b)-n:]
 	}
