@@ -60,27 +60,72 @@ var errGone = errors.New("the host hung up")
 // is killed, with its process group, and waited for before ServeSession
 // returns.
 func ServeSession(rw io.ReadWriter, a *Agent) error {
-	return a.session(bufio.NewReader(rw), rw)
+	r := newReader(rw, false)
+	err := a.session(r.lines, rw)
+	// The reader ends with the connection.
+	for range r.lines {
+	}
+	if err != nil {
+		return err
+	}
+	return r.err
 }
 
-// session is [ServeSession] reading from br, which may outlive it: the
-// port's loop keeps one for every session, as it reads its device at the
-// end a hundred times a second while no host is connected.
-func (a *Agent) session(br *bufio.Reader, w io.Writer) error {
-	s := &session{a: a, w: w, lines: make(chan inLine)}
+// inLine is a line read from the host, or the end of its connection.
+type inLine struct {
+	b      []byte
+	long   bool // longer than MaxLine, and dropped
+	hungUp bool // the host hung up: no b
+}
+
+// reader reads lines from a host's stream into lines, which it closes
+// when reading fails, with err set (nil at the end of a connection), and
+// then done.
+// On a device (the virtio-serial port) the end is not for good: it reads
+// as at its end while no host is connected, and tells of no host that
+// connects. There one reader serves one host after another, marking each
+// end it reads after a line, and looks again every idle: no session
+// ends by reading what the next host sends.
+type reader struct {
+	lines chan inLine
+	done  chan struct{} // closed after lines, when the reader has ended
+	err   error         // set before done is closed
+}
+
+func newReader(r io.Reader, device bool) *reader {
+	rd := &reader{lines: make(chan inLine), done: make(chan struct{})}
 	go func() {
-		defer close(s.lines)
+		defer close(rd.done)
+		defer close(rd.lines)
+		br := bufio.NewReader(r)
+		read := false // a line since the last end
 		for {
 			b, long, err := readLine(br)
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					s.rerr = fmt.Errorf("read from the host: %w", err)
-				}
+			switch {
+			case err == nil:
+				read = true
+				rd.lines <- inLine{b: b, long: long}
+			case !errors.Is(err, io.EOF):
+				rd.err = fmt.Errorf("read from the host: %w", err)
 				return
+			case !device:
+				return
+			default:
+				if read {
+					read = false
+					rd.lines <- inLine{hungUp: true}
+				}
+				time.Sleep(idle)
 			}
-			s.lines <- inLine{b, long}
 		}
 	}()
+	return rd
+}
+
+// session handles the requests of one host from lines until it hangs up
+// (an inLine that says so, or lines closed) or a reply cannot be written.
+func (a *Agent) session(lines <-chan inLine, w io.Writer) error {
+	s := &session{a: a, w: w, lines: lines}
 	for !s.hungUp && s.werr() == nil {
 		l, ok := s.next()
 		if !ok {
@@ -88,29 +133,18 @@ func (a *Agent) session(br *bufio.Reader, w io.Writer) error {
 		}
 		s.handle(l)
 	}
-	// The reader ends with the connection: it must not go on reading
-	// what the next session's host sends.
-	for range s.lines {
-	}
 	if err := s.werr(); err != nil && !errors.Is(err, errGone) {
 		return err
 	}
-	return s.rerr
-}
-
-// inLine is a line read from the host.
-type inLine struct {
-	b    []byte
-	long bool // longer than MaxLine, and dropped
+	return nil
 }
 
 type session struct {
 	a       *Agent
 	w       io.Writer
-	lines   chan inLine // closed when the reader ends
-	rerr    error       // why the reader ended, set before lines is closed
-	pending []inLine    // read while an exec ran, not handled yet
-	hungUp  bool        // lines is closed
+	lines   <-chan inLine
+	pending []inLine // read while an exec ran, not handled yet
+	hungUp  bool     // the host hung up
 
 	gone   atomic.Bool // the host hung up: drop what is left to send
 	wmu    sync.Mutex
@@ -125,10 +159,11 @@ func (s *session) next() (inLine, bool) {
 		return l, true
 	}
 	l, ok := <-s.lines
-	if !ok {
+	if !ok || l.hungUp {
 		s.hungUp = true
+		return l, false
 	}
-	return l, ok
+	return l, true
 }
 
 func (s *session) werr() error {
@@ -223,7 +258,7 @@ func (s *session) exec(req Request) {
 			s.send(Reply{ID: req.ID, Exit: &st})
 			return
 		case l, ok := <-s.lines:
-			if ok {
+			if ok && !l.hungUp {
 				s.pending = append(s.pending, l)
 				continue
 			}

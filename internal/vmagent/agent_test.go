@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -646,10 +647,12 @@ func (h fifoHost) Read(p []byte) (int, error)  { return h.r.Read(p) }
 func (h fifoHost) Write(p []byte) (int, error) { return h.w.Write(p) }
 func (h fifoHost) Close() error                { h.w.Close(); return h.r.Close() }
 
-// The agent serves one host after another on the same device, and a host
-// that hung up in the middle of an exec leaves nothing the next one hears.
-func TestServeHosts(t *testing.T) {
-	t.Parallel()
+// fifoDevice is a device on two FIFOs that reads as the virtio-serial
+// one does (see fifoHost), and connect, which connects a host to it.
+func fifoDevice(t *testing.T) (dev struct {
+	io.Reader
+	io.Writer
+}, connect func() fifoHost) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
 	for _, p := range []string{in, out} {
@@ -667,17 +670,9 @@ func TestServeHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	killed := make(chan struct{}, 1)
-	a := &Agent{StateDir: t.TempDir(), Log: slog.New(onMessage{msgHungUp, killed})}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- a.serve(ctx, struct {
-			io.Reader
-			io.Writer
-		}{devIn, devOut})
-	}()
-	connect := func() *Client {
+	t.Cleanup(func() { devIn.Close(); devOut.Close() })
+	dev.Reader, dev.Writer = devIn, devOut
+	return dev, func() fifoHost {
 		t.Helper()
 		w, err := os.OpenFile(in, os.O_WRONLY, 0)
 		if err != nil {
@@ -687,10 +682,22 @@ func TestServeHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newClient(fifoHost{r, w}, "fifo")
+		return fifoHost{r, w}
 	}
+}
+
+// The agent serves one host after another on the same device, and a host
+// that hung up in the middle of an exec leaves nothing the next one hears.
+func TestServeHosts(t *testing.T) {
+	t.Parallel()
+	dev, connect := fifoDevice(t)
+	killed := make(chan struct{}, 1)
+	a := &Agent{StateDir: t.TempDir(), Log: slog.New(onMessage{msgHungUp, killed})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.serve(ctx, dev) }()
 	for i := range 3 {
-		c := connect()
+		c := newClient(connect(), "fifo")
 		var stdout bytes.Buffer
 		st, err := c.Exec(ctx10(t), []string{"echo", "host", strconv.Itoa(i)}, "", nil, &stdout, nil)
 		if err != nil || st != 0 || stdout.String() != fmt.Sprintf("host %d\n", i) {
@@ -728,11 +735,59 @@ func TestServeHosts(t *testing.T) {
 		c.Close()
 	}
 	cancel()
-	devIn.Close()
+	dev.Reader.(*os.File).Close()
 	if err := <-done; err != nil {
 		t.Errorf("serve: %v", err)
 	}
-	devOut.Close()
+}
+
+// failOnce is a writer whose next write fails once fail is set.
+type failOnce struct {
+	io.Writer
+	fail atomic.Bool
+}
+
+func (w *failOnce) Write(p []byte) (int, error) {
+	if w.fail.CompareAndSwap(true, false) {
+		return 0, errors.New("injected write failure")
+	}
+	return w.Writer.Write(p)
+}
+
+// A reply that cannot be written ends its session, not the agent, and the
+// next session does not lose what the host sends meanwhile.
+func TestServeAfterWriteFailure(t *testing.T) {
+	t.Parallel()
+	dev, connect := fifoDevice(t)
+	w := &failOnce{Writer: dev.Writer}
+	warned := make(chan struct{}, 1)
+	a := &Agent{StateDir: t.TempDir(), Log: slog.New(onMessage{"a host session ended", warned})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- a.serve(ctx, struct {
+			io.Reader
+			io.Writer
+		}{dev.Reader, w})
+	}()
+	h := connect()
+	defer h.Close()
+	// The pong to a fails to be written; the host, still there, asks
+	// again.
+	w.fail.Store(true)
+	fmt.Fprintf(h, "{\"id\":\"a\",\"op\":\"ping\"}\n")
+	select {
+	case <-warned:
+	case err := <-done:
+		t.Fatalf("serve ended after a write failed: %v", err)
+	}
+	fmt.Fprintf(h, "{\"id\":\"b\",\"op\":\"ping\"}\n")
+	h.r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(h).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"id":"b"`) || !strings.Contains(line, `"pong":true`) {
+		t.Errorf("the reply to a ping after a failed write: %q, %v", line, err)
+	}
 }
 
 // onMessage is a log handler that tells when a record with its message

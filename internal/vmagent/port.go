@@ -1,7 +1,6 @@
 package vmagent
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -48,26 +47,23 @@ func (a *Agent) ServePort(ctx context.Context, name string) error {
 	return nil
 }
 
-// serve runs one session after another on dev until ctx is done.
+// serve runs one session after another on dev until ctx is done. A
+// session that cannot write its replies ends, and the next host is
+// served: only a device that cannot be read ends serve.
 func (a *Agent) serve(ctx context.Context, dev io.ReadWriter) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	br := bufio.NewReader(dev)
+	r := newReader(dev, true)
 	for {
-		err := a.session(br, dev)
-		if ctx.Err() != nil {
-			return nil
+		err := a.session(r.lines, dev)
+		select {
+		case <-r.done:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return r.err
+		default:
 		}
 		if err != nil {
-			return err
-		}
-		// The device reads as at its end while no host is connected,
-		// and tells of no host that connects: look again soon.
-		t.Reset(idle)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+			a.log().Warn("a host session ended", "err", err)
 		}
 	}
 }
