@@ -362,27 +362,42 @@ func (h *Host) Exec(ctx context.Context, id, cwd string, env, argv []string, std
 }
 
 // agent dials the VM's guest agent and waits until it answers a ping
-// within AgentTimeout.
+// within AgentTimeout. A ping not answered soon is asked again on a new
+// connection: hanging up is the one sign a guest reads from its
+// virtio-serial port, and it ends whatever its agent still served (a
+// session of the VM's original, in a copy or a restored VM), and QEMU
+// drops what the guest wrote that no host read.
 func (h *Host) agent(ctx context.Context, id string) (*vmagent.Client, error) {
 	timeout := h.AgentTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	path := filepath.Join(h.vmDir(id), "agent.sock")
-	c, err := vmagent.Dial(path, 5*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("VM %s: %w", id, err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := c.Ping(pctx); err != nil {
+	path := qemu.AgentPath(h.vmDir(id))
+	deadline := time.Now().Add(timeout)
+	try := 2 * time.Second
+	for n := 1; ; n++ {
+		c, err := vmagent.Dial(path, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("VM %s: %w", id, err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, min(time.Until(deadline), try))
+		err = c.Ping(pctx)
+		cancel()
+		if err == nil {
+			if n > 1 {
+				h.log().Info("the guest agent answered on a new connection", "vm", id, "tries", n)
+			}
+			return c, nil
+		}
 		c.Close()
-		if ctx.Err() == nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("VM %s: %w (is `undoctl agent --serial %s` running in its guest?)", id, err, qemu.AgentPort)
 		}
-		return nil, err
+		try *= 2
 	}
-	return c, nil
 }
 
 // Notify gives the VM (the copy id, or the sandbox's VM when id is "")
@@ -718,18 +733,23 @@ func (h *Host) collect(name string) {
 	}
 }
 
-// keepLog keeps what qemu said of a VM whose directory goes, in
-// ROOT/logs/ID.log (the newest 32): the last words of a copy that died.
+// keepLog keeps the last 64 KiB of what qemu and the console said of a
+// VM whose directory goes, in ROOT/logs/ID.log and ID.console.log (the
+// newest 32 VMs'): the last words of a copy that died.
 func (h *Host) keepLog(id string) {
 	dir := filepath.Join(h.Root, "logs")
 	if os.MkdirAll(dir, 0o700) != nil {
 		return
 	}
-	if b, err := os.ReadFile(filepath.Join(h.vmDir(id), "qemu.log")); err == nil && len(b) > 0 {
-		_ = os.WriteFile(filepath.Join(dir, id+".log"), b, 0o600)
+	for from, to := range map[string]string{"qemu.log": id + ".log", "console.log": id + ".console.log"} {
+		b, err := os.ReadFile(filepath.Join(h.vmDir(id), from))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(dir, to), b[max(0, len(b)-64<<10):], 0o600)
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	if len(logs) <= 32 {
+	if len(logs) <= 2*32 {
 		return
 	}
 	slices.SortFunc(logs, func(a, b string) int {
@@ -740,7 +760,7 @@ func (h *Host) keepLog(id string) {
 		}
 		return ai.ModTime().Compare(bi.ModTime())
 	})
-	for _, f := range logs[:len(logs)-32] {
+	for _, f := range logs[:len(logs)-2*32] {
 		os.Remove(f)
 	}
 }
