@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/where"
 )
 
 // DefaultCopiesDir is where copies live when [Options].StateDir is empty.
@@ -77,10 +78,6 @@ func tidyHidden(mount string) {
 		makeHidden(mount, top)
 	}
 }
-
-// undoshStateDir is undosh's state directory as root. Every copy hides
-// it.
-const undoshStateDir = "/var/lib/undosh"
 
 // PolicyRCD is the file Create seeds in every copy: a policy-rc.d that
 // exits 101, so that package scripts do not start services in the copy.
@@ -278,7 +275,7 @@ func Create(o Options) (*Copy, error) {
 		return nil, fmt.Errorf("create copy: %w", err)
 	}
 	var hidden []string
-	for _, h := range append([]string{stateDir, undoshStateDir}, o.Hide...) {
+	for _, h := range append([]string{stateDir, where.StateDir}, o.Hide...) { // every copy hides undosh's state as root
 		if h, err = filepath.Abs(h); err != nil {
 			return nil, fmt.Errorf("create copy: %w", err)
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -126,21 +125,6 @@ func TestParseID(t *testing.T) {
 func TestEscapeOverlay(t *testing.T) {
 	if got := escapeOverlay(`/a,b:c\d`); got != `/a\,b\:c\\d` {
 		t.Errorf("got %s", got)
-	}
-}
-
-// The engine is a leaf: it imports no other undosh package but internal
-// helpers.
-func TestLeafImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/undosh/undosh/fork").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "github.com/undosh/undosh/") && dep != "github.com/undosh/undosh/fork" &&
-			!strings.HasPrefix(dep, "github.com/undosh/undosh/internal/") {
-			t.Errorf("fork imports %s", dep)
-		}
 	}
 }
 

@@ -16,12 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/procs"
+	"github.com/undosh/undosh/internal/where"
 )
 
 // InitName is the argv[0] with which Run re-executes the current
 // executable as the copy's pid 1. A main that sees it must call [Init]
 // and exit with its result, before doing anything else.
-const InitName = "undosh-fork-init"
+const InitName = where.InitName
 
 // The file descriptors the init gets besides the standard ones: it reads
 // its instructions ([initSpec], in the wire format of enter_wire.go) from

@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/unixmode"
+	"github.com/undosh/undosh/internal/where"
 )
 
 // Layer is one overlay of a copy: the upper directory overlayfs wrote,
@@ -205,7 +206,7 @@ var defaultExcluded = []string{
 }
 
 // DefaultStateDir is undosh's state directory when it runs as root.
-const DefaultStateDir = "/var/lib/undosh"
+const DefaultStateDir = where.StateDir
 
 // Diff plans the commit of layer: it walks the upper in sorted pre-order
 // and compares each entry with the real one under layer.Target. It

@@ -685,20 +685,6 @@ func TestURLs(t *testing.T) {
 	}
 }
 
-// hostlink is a leaf: it imports no other undosh package but internal ones.
-func TestLeaf(t *testing.T) {
-	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, "github.com/undosh/undosh/") && p != "github.com/undosh/undosh/hostlink" && !strings.HasPrefix(p, "github.com/undosh/undosh/internal/") {
-			t.Errorf("hostlink imports %s", p)
-		}
-	}
-}
-
 func BenchmarkHelloStatus(b *testing.B) {
 	srv, err := NewServer(Options{StateDir: b.TempDir(), Backend: newDirBackend(b.TempDir())})
 	if err != nil {

@@ -338,6 +338,10 @@ type LoadError struct {
 	Err       error // the underlying error, if any
 }
 
+// Usage reports true: a policy that does not load is a usage error, and
+// nothing ran (undosh and undoctl exit 2).
+func (e *LoadError) Usage() bool { return true }
+
 func (e *LoadError) Error() string {
 	if e.Line == 0 {
 		return fmt.Sprintf("%s: %s", e.File, e.Msg)

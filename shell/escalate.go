@@ -133,7 +133,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 	what := fmt.Sprintf("step %d, run as a workspace step, wrote %s", g.step.ID, beyondText(b))
 	switch how {
 	case policy.EscalateRefuse:
-		rec.Escalated = b.record(journal.EscalateRefuse)
+		rec.Escalated = b.record(policy.EscalateRefuse)
 		back := g.putBack("wrote beyond its workspace")
 		rec.Outcome = journal.Refused
 		rec.Notice = "refused: " + what + " (" + r.escalateAt() + "): " + back
@@ -142,9 +142,9 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 		r.finishStep(g.step, *rec, g.start, 0)
 		return exit.Refused
 	case policy.EscalateRerun:
-		rec.Escalated = b.record(journal.EscalateRerun)
+		rec.Escalated = b.record(policy.EscalateRerun)
 		if err := r.rewind(g.stdin); err != nil {
-			rec.Escalated.How = journal.EscalateRefuse
+			rec.Escalated.How = policy.EscalateRefuse
 			back := g.putBack("wrote beyond its workspace")
 			rec.Outcome = journal.Refused
 			rec.Notice = fmt.Sprintf("refused: %s, and cannot run again as a machine step: %v: %s", what, err, back)
@@ -162,7 +162,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 		return r.rerunMachine(g.step.ID)
 	}
 	// Commit: kept as a machine step would be, then verify.
-	rec.Escalated = b.record(journal.EscalateCommit)
+	rec.Escalated = b.record(policy.EscalateCommit)
 	out, err := machine.Keep(b.plans, machine.Step{StateDir: r.stateDir, Journal: g.j, ID: g.step.ID, Protected: r.protected()})
 	if err != nil {
 		back := g.putBack("could not be kept")

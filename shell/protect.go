@@ -176,8 +176,22 @@ func (r *run) record(start time.Time, c policy.Class) journal.Record {
 	rec := journal.Record{Time: start, PID: os.Getpid(), Cwd: r.cwd, Class: c.String(), Egress: d.Egress,
 		Verdict: d.Verdict.String(), Verify: d.Verify}
 	rec.Command, rec.Wrapper = r.commandText()
-	rec.Reasons, rec.ReasonsLeft = keptReasons(d.Reasons, c, d.Verdict)
+	kept, left := keptReasons(d.Reasons, c, d.Verdict)
+	rec.Reasons, rec.ReasonsLeft = journalReasons(kept), left
 	return rec
+}
+
+// journalReasons is rs as the journal keeps them.
+func journalReasons(rs []policy.Reason) []journal.Reason {
+	if rs == nil {
+		return nil
+	}
+	out := make([]journal.Reason, len(rs))
+	for i, r := range rs {
+		out[i] = journal.Reason{Rule: r.Rule, At: r.At, Pos: r.Pos, Text: r.Text, Class: r.Class.String(), Egress: r.Egress,
+			Verdict: r.Verdict.String(), Message: r.Message, Live: r.Live}
+	}
+	return out
 }
 
 // maxCommand bounds the command the journal keeps for a step.

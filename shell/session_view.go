@@ -225,11 +225,11 @@ func (s *session) settleLine(cur *line, b *beyond, code int) {
 		rec.Outcome = journal.Discarded
 		rec.Notice = fmt.Sprintf("step %d failed (exit %d), run as read-only, after writing %s: that was put back%s", step.ID, code, beyondText(b), put())
 	case how != policy.EscalateCommit || b.err != nil:
-		rec.Escalated = b.record(journal.EscalateRefuse)
+		rec.Escalated = b.record(policy.EscalateRefuse)
 		rec.Outcome = journal.Refused
 		rec.Notice = "refused: " + what + " (" + lr.escalateAt() + "; a line of a session cannot run again): that was put back" + put()
 	default:
-		rec.Escalated = b.record(journal.EscalateCommit)
+		rec.Escalated = b.record(policy.EscalateCommit)
 		out, err := machine.Keep(b.plans, machine.Step{StateDir: lr.stateDir, Journal: j, ID: step.ID, Protected: lr.protected()})
 		switch {
 		case err != nil:

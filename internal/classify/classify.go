@@ -376,6 +376,10 @@ type ExamplesError struct {
 	Failures []policy.ExampleFailure
 }
 
+// Usage reports true: a policy whose examples fail is a usage error,
+// and nothing ran.
+func (e *ExamplesError) Usage() bool { return true }
+
 func (e *ExamplesError) Error() string {
 	var b strings.Builder
 	for i, f := range e.Failures {

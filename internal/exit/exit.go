@@ -2,11 +2,7 @@
 // own status always passes through unchanged; these are for undosh itself.
 package exit
 
-import (
-	"errors"
-
-	"github.com/undosh/undosh/internal/classify"
-)
+import "errors"
 
 // The exit statuses of undosh and undoctl.
 const (
@@ -16,19 +12,33 @@ const (
 	Refused = 126 // the policy refused the step
 )
 
-// Code maps an error to an exit status.
+// Code maps an error to an exit status: [Usage] for an error that says
+// it is one (a [UsageError], a policy that does not load), [Failure] for
+// any other.
 func Code(err error) int {
-	var ue *UsageError
+	var u usage
 	switch {
 	case err == nil:
 		return OK
-	case errors.As(err, &ue), classify.IsPolicyError(err):
+	case errors.As(err, &u) && u.Usage():
 		return Usage
 	}
 	return Failure
+}
+
+// usage is an error that means nothing ran because of what undosh was
+// given: a command line, a policy, a state directory. The packages that
+// make such errors mark them with this method, so that exit knows none
+// of them (a policy.LoadError, a classify.ExamplesError).
+type usage interface {
+	error
+	Usage() bool
 }
 
 // UsageError is a command line that makes no sense.
 type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
+
+// Usage reports true: nothing ran.
+func (e *UsageError) Usage() bool { return true }

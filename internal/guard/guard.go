@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/where"
 )
@@ -118,7 +117,7 @@ func Check(actor string, cmd []string, o Options) error {
 		if d := o.getenv("UNDOSH_STATE_DIR"); d != "" {
 			dirs = append(dirs, d)
 		}
-		dirs = append(dirs, fork.DefaultStateDir)
+		dirs = append(dirs, where.StateDir)
 	}
 	for _, d := range dirs {
 		if where.InHostCopy(d) {

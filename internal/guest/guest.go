@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/mdlayher/vsock"
@@ -24,13 +23,14 @@ import (
 
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/where"
 )
 
 // hostCID is the vsock address of the host.
 const hostCID = 2
 
 // Path is where the last WHO_YOU_ARE is kept in a state directory.
-func Path(stateDir string) string { return filepath.Join(stateDir, "host.json") }
+func Path(stateDir string) string { return where.HostFile(stateDir) }
 
 // Read returns the last WHO_YOU_ARE the host sent (without its entropy).
 func Read(stateDir string) (hostlink.WhoYouAre, bool) {

@@ -28,6 +28,7 @@ import (
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
+	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 	"github.com/undosh/undosh/watch"
 )
@@ -636,7 +637,7 @@ func (d *doctor) state() {
 		}
 		switch {
 		case uid == 0:
-			si.Dir = d.r.host("/var/lib/undosh")
+			si.Dir = d.r.host(where.StateDir)
 		case home != "":
 			si.Dir = d.r.host(filepath.Join(home, ".local/state/undosh"))
 		}

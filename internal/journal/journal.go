@@ -29,7 +29,6 @@ import (
 	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/internal/procs"
-	"github.com/undosh/undosh/policy"
 )
 
 // Outcomes of a step.
@@ -75,16 +74,16 @@ type MachineCommit struct {
 
 // Record is one step.
 type Record struct {
-	ID       int             `json:"id"`
-	Time     time.Time       `json:"time"`
-	Duration float64         `json:"duration_ms"`
-	PID      int             `json:"pid"`
-	Cwd      string          `json:"cwd"`
-	Command  string          `json:"command"`
-	Class    string          `json:"class"`
-	Egress   bool            `json:"egress,omitempty"`
-	Verdict  string          `json:"verdict"`
-	Reasons  []policy.Reason `json:"reasons,omitempty"`
+	ID       int       `json:"id"`
+	Time     time.Time `json:"time"`
+	Duration float64   `json:"duration_ms"`
+	PID      int       `json:"pid"`
+	Cwd      string    `json:"cwd"`
+	Command  string    `json:"command"`
+	Class    string    `json:"class"`
+	Egress   bool      `json:"egress,omitempty"`
+	Verdict  string    `json:"verdict"`
+	Reasons  []Reason  `json:"reasons,omitempty"`
 	// ReasonsLeft counts the reasons left out of Reasons: those that
 	// did not decide the class or the verdict, past the first few.
 	ReasonsLeft int `json:"reasons_left,omitempty"`
@@ -206,22 +205,33 @@ type Escalation struct {
 	To string `json:"to"`
 	// Paths are what it wrote there (at most the first 50).
 	Paths []string `json:"paths"`
-	// How is what undosh did: EscalateCommit, EscalateRerun,
-	// EscalateRefuse, or EscalateDrop (the step failed).
+	// How is what undosh did: the policy's escalate ("commit", "rerun"
+	// or "refuse"), or EscalateDrop (the step failed).
 	How string `json:"how"`
-	// Rerun is the step that ran it again, for EscalateRerun.
+	// Rerun is the step that ran it again, for "rerun".
 	Rerun int `json:"rerun,omitempty"`
 }
 
-// What undosh did with what a step wrote beyond its class: the policy's
-// escalate, or EscalateDrop.
-const (
-	EscalateCommit = policy.EscalateCommit
-	EscalateRerun  = policy.EscalateRerun
-	EscalateRefuse = policy.EscalateRefuse
-	// EscalateDrop: the step failed, so it was put back with the rest.
-	EscalateDrop = "drop"
-)
+// EscalateDrop is an Escalation's How when the step failed, so that what
+// it wrote was put back with the rest; the other values are the policy's
+// escalate ("commit", "rerun", "refuse").
+const EscalateDrop = "drop"
+
+// Reason is a rule of the policy that spoke of a step, as the journal
+// keeps it (policy.Reason, with its class and verdict by name).
+type Reason struct {
+	Rule    string `json:"rule"`
+	At      string `json:"at"`   // policy file:line
+	Pos     string `json:"pos"`  // line:col in the source
+	Text    string `json:"text"` // what it is about
+	Class   string `json:"class"`
+	Egress  bool   `json:"egress,omitempty"`
+	Verdict string `json:"verdict"`
+	Message string `json:"message,omitempty"`
+	// Live is what the command acts on that lives on this machine, not
+	// in a copy of it.
+	Live string `json:"live,omitempty"`
+}
 
 // Journal is the journal in one state directory.
 type Journal struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/watchd"
+	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -28,7 +29,7 @@ func Dir(flag string, getenv func(string) string, uid int) string {
 	case getenv("UNDOSH_STATE_DIR") != "":
 		return getenv("UNDOSH_STATE_DIR")
 	case uid == 0:
-		return "/var/lib/undosh"
+		return where.StateDir
 	case getenv("XDG_STATE_HOME") != "":
 		return filepath.Join(getenv("XDG_STATE_HOME"), "undosh")
 	case getenv("HOME") != "" && exists(getenv("HOME")):

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/hostlink"
 )
 
 func TestInCopy(t *testing.T) {
@@ -15,10 +15,10 @@ func TestInCopy(t *testing.T) {
 		cmdline string // "" for none
 		want    bool
 	}{
-		{"the engine's init", fork.InitName + "\x00", true},
+		{"the engine's init", InitName + "\x00", true},
 		{"systemd", "/sbin/init\x00splash\x00", false},
-		{"the name with arguments", fork.InitName + "\x00x\x00", false},
-		{"the name as a prefix", fork.InitName + "-not\x00", false},
+		{"the name with arguments", InitName + "\x00x\x00", false},
+		{"the name as a prefix", InitName + "-not\x00", false},
 		{"no pid 1", "", false},
 	}
 	for _, tt := range tests {
@@ -40,7 +40,7 @@ func TestInCopy(t *testing.T) {
 	}
 	// The machine the tests run on is no copy, unless they run in one.
 	self, _ := os.ReadFile("/proc/1/cmdline")
-	if got, want := InCopy(""), string(self) == fork.InitName+"\x00"; got != want {
+	if got, want := InCopy(""), string(self) == InitName+"\x00"; got != want {
 		t.Errorf("InCopy(\"\") = %v, want %v", got, want)
 	}
 }
@@ -112,5 +112,13 @@ func TestParent(t *testing.T) {
 	}
 	if got := Parent(proc, 43); got != 0 {
 		t.Errorf("Parent of a missing process = %d, want 0", got)
+	}
+}
+
+// where reads the role from host.json itself, being a leaf: the name of
+// a copy's role is hostlink's.
+func TestRoleCopy(t *testing.T) {
+	if roleCopy != string(hostlink.RoleCopy) {
+		t.Errorf("roleCopy %q, hostlink.RoleCopy %q", roleCopy, hostlink.RoleCopy)
 	}
 }

@@ -1,0 +1,21 @@
+// Package layers holds the module's import table: the level of each of
+// undosh's packages, which levels each may import, and why the arrows
+// that levels alone would allow are forbidden. Its test checks the whole
+// module against it; a package new to the module fails it until it is
+// given a level.
+//
+// The levels, lowest first:
+//
+//   - leaves import none of undosh's packages: small helpers (atomic
+//     writes, locks, process tables, exit statuses, where things are),
+//     and the parser and the terminal layer, which stand alone;
+//   - engines import leaves only: the policy, the checkpoint store, the
+//     local fork engine, the host link's protocol, the file watcher and
+//     the QEMU driver, each testable and reusable without the others;
+//   - the middle joins engines into what the commands do (classifying a
+//     step, the journal, installing, the sandbox host, the guest agent);
+//     it may import leaves, engines and the rest of the middle;
+//   - the shell: one invocation, and its sessions;
+//   - test support is imported by tests only;
+//   - the top is the commands (cmd/, bench/), which nothing imports.
+package layers

@@ -1,0 +1,188 @@
+package layers
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/undosh/undosh/"
+
+type level int
+
+const (
+	leaf level = iota
+	engine
+	middle
+	shellLevel
+	testSupport
+	top
+)
+
+var levelNames = [...]string{"leaf", "engine", "middle", "shell", "test support", "top"}
+
+// table gives every package of the module its level. A package may
+// import packages of lower levels; the middle may also import the
+// middle. bench/ is top but for its helpers.
+var table = map[string]level{
+	"internal/atomicfile":  leaf,
+	"internal/corpus":      leaf,
+	"internal/enforce":     leaf, // linked into every binary (the kernel's hold on a step)
+	"internal/exit":        leaf, // undohost links it; it must not pull in the policy
+	"internal/flock":       leaf,
+	"internal/frontend":    leaf,
+	"internal/handover":    leaf,
+	"internal/pathglob":    leaf,
+	"internal/procs":       leaf,
+	"internal/procstate":   leaf,
+	"internal/resp":        leaf,
+	"internal/shquote":     leaf,
+	"internal/sudo":        leaf,
+	"internal/unixmode":    leaf,
+	"internal/where":       leaf, // a guard links it: it must link nothing else
+	"parser":               leaf,
+	"pty":                  leaf,
+	"bench/internal/stats": leaf,
+
+	"checkpoint":    engine,
+	"fork":          engine,
+	"hostlink":      engine,
+	"internal/qemu": engine,
+	"policy":        engine,
+	"watch":         engine,
+
+	"internal/classify": middle,
+	"internal/guard":    middle,
+	"internal/guest":    middle,
+	"internal/host":     middle,
+	"internal/install":  middle,
+	"internal/journal":  middle,
+	"internal/machine":  middle,
+	"internal/qemuhost": middle,
+	"internal/state":    middle,
+	"internal/vmagent":  middle,
+	"internal/watchd":   middle,
+	"service":           middle,
+
+	"internal/harness":  testSupport,
+	"internal/testsvc":  testSupport,
+	"internal/testuser": testSupport,
+	"internal/vmtest":   testSupport,
+
+	"shell": shellLevel,
+
+	"cmd/undoctl":  top,
+	"cmd/undohost": top,
+	"cmd/undosh":   top,
+}
+
+// forbidden are arrows that levels alone allow, each with why it is not.
+// A key is an importer; the rule holds for everything it links (its
+// transitive imports), not only what it names.
+var forbidden = map[string][]struct{ pkg, why string }{
+	"cmd/undohost": {
+		{"parser", "the host daemon classifies no command: it must not link the shell parser"},
+		{"internal/classify", "the host daemon classifies no command"},
+		{"shell", "the host daemon is not a shell"},
+	},
+	"internal/guard": {
+		{"fork", "a guard runs in dpkg's hooks on every package operation: it links leaves only"},
+		{"hostlink", "a guard runs in dpkg's hooks: it links leaves only"},
+		{"policy", "a guard decides nothing by policy"},
+	},
+	"internal/journal": {
+		{"policy", "the journal is a record of what happened: its format is its own, not the policy's types"},
+	},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func list(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bufio.NewReader(bytes.NewReader(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func levelOf(path string) (level, bool) {
+	if l, ok := table[path]; ok {
+		return l, true
+	}
+	return top, strings.HasPrefix(path, "bench/")
+}
+
+// ours is the module's packages among paths, without the module's prefix.
+func ours(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if rel, ok := strings.CutPrefix(p, module); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// Every package of the module has a level and imports only what its
+// level allows; the forbidden arrows are not linked.
+func TestImportTable(t *testing.T) {
+	t.Parallel()
+	pkgs := list(t)
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		path := strings.TrimPrefix(p.ImportPath, module)
+		if path == "internal/layers" {
+			continue
+		}
+		seen[path] = true
+		l, ok := levelOf(path)
+		if !ok {
+			t.Errorf("%s has no level: give it one in internal/layers's table", path)
+			continue
+		}
+		for _, imp := range ours(p.Imports) {
+			il, ok := levelOf(imp)
+			if !ok {
+				continue // reported as the package itself
+			}
+			// The middle and test support may import their own level.
+			allowed := il < l || il == l && (l == middle || l == testSupport)
+			if il == testSupport && l != testSupport {
+				allowed = false // only tests import test support
+			}
+			if !allowed {
+				t.Errorf("%s (%s) imports %s (%s): a %s may import only lower levels", path, levelNames[l], imp, levelNames[il], levelNames[l])
+			}
+		}
+		deps := ours(p.Deps)
+		for _, f := range forbidden[path] {
+			if slices.Contains(deps, f.pkg) {
+				t.Errorf("%s links %s: %s", path, f.pkg, f.why)
+			}
+		}
+	}
+	for path := range table {
+		if !seen[path] {
+			t.Errorf("the table names %s, which is not in the module", path)
+		}
+	}
+}
