@@ -85,7 +85,7 @@ func (r *run) protectFed() int {
 	in.Close()
 	if err != nil {
 		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
-		return 127
+		return exit.NotRun
 	}
 	s.view.started(child.p.Pid)
 	f := &feeder{s: s, feed: feed}

@@ -331,5 +331,5 @@ func (r *run) handOver() (code int, handed bool) {
 		err = r.e.Exec(in.Path, in.Argv, in.Env)
 	}
 	_ = conn.Failed(fmt.Sprintf("exec %s: %v", in.Path, err))
-	return 127, true
+	return exit.NotRun, true
 }

@@ -410,7 +410,7 @@ func (r *run) verify() (int, []byte) {
 		}
 		return ee.ExitCode(), out.b
 	}
-	return 127, []byte(err.Error())
+	return exit.NotRun, []byte(err.Error())
 }
 
 // tail keeps the last 4 KiB written to it.
@@ -482,7 +482,7 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		g.lim.release()
 		g.step.Abandon()
 		r.e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
-		return 127
+		return exit.NotRun
 	}
 	if g.lim != nil && g.lim.copy == nil && st.code != 0 && st.sig == 0 {
 		g.hint = r.blockedHint(g.lim, errTail.end())

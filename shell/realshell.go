@@ -1,22 +1,16 @@
 package shell
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/undosh/undosh/internal/realshell"
 )
 
 // ConfigFile names the real shells: lines of `bash=PATH` and `sh=PATH`,
 // written by undoctl install.
-const ConfigFile = "/etc/undosh/shells"
-
-// defaultShells are tried in order when neither the environment nor the
-// configuration names a real shell.
-var defaultShells = map[string][]string{
-	"bash": {"/usr/lib/undosh/real/bash", "/usr/bin/bash", "/bin/bash", "/usr/local/bin/bash"},
-	"sh":   {"/usr/lib/undosh/real/sh", "/usr/bin/sh", "/bin/sh", "/usr/bin/dash", "/bin/dash"},
-}
+const ConfigFile = realshell.ConfigFile
 
 // ShellError is a real shell that cannot be found.
 type ShellError struct {
@@ -54,38 +48,11 @@ func RealShell(personality string, getenv func(string) string, config string, sk
 		}
 		return true
 	}
-	env := "UNDOSH_REAL_BASH"
-	if personality == "sh" {
-		env = "UNDOSH_REAL_SH"
-	}
-	if p := getenv(env); try(p) {
-		return p, nil
-	}
-	if p := configured(config, personality); try(p) {
-		return p, nil
-	}
-	for _, p := range defaultShells[personality] {
-		if try(p) {
-			return p, nil
+	content, _ := os.ReadFile(config)
+	for _, c := range realshell.Candidates(personality, getenv, content) {
+		if try(c.Path) {
+			return c.Path, nil
 		}
 	}
 	return "", &ShellError{Personality: personality, Tried: tried}
-}
-
-// configured reads the path for personality from the configuration file.
-func configured(name, personality string) string {
-	f, err := os.Open(name)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		k, v, ok := strings.Cut(line, "=")
-		if ok && strings.TrimSpace(k) == personality {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

@@ -10,6 +10,9 @@ const (
 	Failure = 1   // an operation failed (I/O, a bad command line to a subcommand)
 	Usage   = 2   // bad usage, a broken policy or state directory: nothing ran
 	Refused = 126 // the policy refused the step
+	// NotRun is bash's status for a command it could not start (127):
+	// undosh's when the real shell, or a step's program, does not run.
+	NotRun = 127
 )
 
 // Code maps an error to an exit status: [Usage] for an error that says

@@ -1,7 +1,6 @@
 package install
 
 import (
-	"bufio"
 	"bytes"
 	"debug/buildinfo"
 	"errors"
@@ -26,6 +25,7 @@ import (
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/realshell"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/internal/where"
@@ -209,13 +209,6 @@ type Problem struct {
 var doctorExamples = []struct{ what, cmd string }{
 	{"file change", "sed -i s/a/b/ f"},
 	{"machine change", "apt-get install -y jq"},
-}
-
-// realDefaults mirrors the candidates shell.RealShell tries after the
-// environment and the configuration file.
-var realDefaults = map[string][]string{
-	"bash": {RealBash, "/usr/bin/bash", "/bin/bash", "/usr/local/bin/bash"},
-	"sh":   {RealSh, "/usr/bin/sh", "/bin/sh", "/usr/bin/dash", "/bin/dash"},
 }
 
 type doctor struct {
@@ -412,39 +405,31 @@ func (d *doctor) diversions(rec *Record) {
 	}
 }
 
-// realShells finds the real shells the way shell.RealShell does:
-// $UNDOSH_REAL_BASH or $UNDOSH_REAL_SH, the configuration file, then the
-// usual places, skipping anything that is undosh.
+// realShells finds the real shells where shell.RealShell looks
+// (realshell.Candidates), skipping anything that is undosh.
 func (d *doctor) realShells() {
 	for _, pers := range []string{"bash", "sh"} {
 		rs := RealShell{Personality: pers}
-		type cand struct{ path, from string }
-		env := "UNDOSH_REAL_" + strings.ToUpper(pers)
-		var cands []cand
-		if v := d.getenv(env); v != "" {
-			cands = append(cands, cand{v, "$" + env})
+		var config []byte
+		if h, err := d.r.target(ConfigFile); err == nil {
+			config, _ = os.ReadFile(h)
 		}
-		if v := d.configured(pers); v != "" {
-			cands = append(cands, cand{v, ConfigFile})
-		}
-		for _, p := range realDefaults[pers] {
-			cands = append(cands, cand{p, "default"})
-		}
+		cands := realshell.Candidates(pers, d.getenv, config)
 		var tried []string
 		for _, c := range cands {
-			tried = append(tried, c.path)
-			h, err := d.r.target(c.path)
+			tried = append(tried, c.Path)
+			h, err := d.r.target(c.Path)
 			if err != nil {
 				continue
 			}
 			st, err := os.Stat(h)
 			// undosh skips the front end too (undosh-fast names itself
 			// in $UNDOSH_FRONT): it is never the real shell.
-			if err != nil || st.IsDir() || st.Mode()&0o111 == 0 || d.r.isUndosh(c.path) || isUndoshBinary(h) == nil || isFastFile(h) {
+			if err != nil || st.IsDir() || st.Mode()&0o111 == 0 || d.r.isUndosh(c.Path) || isUndoshBinary(h) == nil || isFastFile(h) {
 				continue
 			}
-			rs.Path, rs.From = c.path, c.from
-			rs.Is = d.whatShell(pers, c.path, h)
+			rs.Path, rs.From = c.Path, c.From
+			rs.Is = d.whatShell(pers, c.Path, h)
 			break
 		}
 		d.rep.Real = append(d.rep.Real, rs)
@@ -453,26 +438,6 @@ func (d *doctor) realShells() {
 				fmt.Sprintf("undoctl uninstall, then undoctl install, puts the real %s back in place", pers), pers, strings.Join(tried, ", "))
 		}
 	}
-}
-
-// configured reads the configuration file the way shell.configured does.
-func (d *doctor) configured(pers string) string {
-	h, err := d.r.target(ConfigFile)
-	if err != nil {
-		return ""
-	}
-	data, err := os.ReadFile(h)
-	if err != nil {
-		return ""
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
-		if ok && strings.TrimSpace(k) == pers {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // whatShell says what the real shell at p (host path h) is, reading the

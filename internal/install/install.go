@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/realshell"
 )
 
 // Where undosh lives inside a root. ConfigFile is the file the shell
@@ -31,11 +32,11 @@ const (
 	// dispatches that name to the guard (internal/guard): dpkg's
 	// pre-invoke hook runs it.
 	GuardBinary = LibDir + "/undosh-guard"
-	RealDir     = LibDir + "/real"
-	RealBash    = RealDir + "/bash"
-	RealSh      = RealDir + "/sh"
+	RealDir     = realshell.Dir
+	RealBash    = realshell.Bash
+	RealSh      = realshell.Sh
 	ConfigDir   = "/etc/undosh"
-	ConfigFile  = ConfigDir + "/shells"
+	ConfigFile  = realshell.ConfigFile
 	RecordFile  = ConfigDir + "/install.json"
 	// LoginShell is the login shell --user sets: /bin/bash, which is
 	// undosh once installed, so $BASH and argv[0] stay what bash users

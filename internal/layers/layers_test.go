@@ -39,6 +39,7 @@ var table = map[string]level{
 	"internal/pathglob":    leaf,
 	"internal/procs":       leaf,
 	"internal/procstate":   leaf,
+	"internal/realshell":   leaf, // the shell and doctor look for the real shells the same way
 	"internal/resp":        leaf,
 	"internal/shquote":     leaf,
 	"internal/sudo":        leaf,
