@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"github.com/undosh/undosh/internal/shquote"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +31,6 @@ type session struct {
 	sock string
 }
 
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func startSession(t *testing.T) *session {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
@@ -44,20 +43,20 @@ func startSession(t *testing.T) *session {
 	dir := t.TempDir()
 	s := &session{t: t, dir: dir, sock: filepath.Join(dir, "tmux.sock")}
 	script := strings.Join([]string{
-		"cd " + shq(dir),
+		"cd " + shquote.Word(dir),
 		// Under -race a proxy otherwise lingers a second at exit.
-		"HOME=" + shq(dir) + " GORACE=atexit_sleep_ms=0 PS1=" + shq(prompt) + " HISTFILE=/dev/null INPUTRC=/dev/null " +
-			proxyMarker + "=1 " + proxyPIDEnv + "=" + shq(s.path("proxy.pid")) + " " +
-			shq(exe) + " bash --norc --noprofile -i",
+		"HOME=" + shquote.Word(dir) + " GORACE=atexit_sleep_ms=0 PS1=" + shquote.Word(prompt) + " HISTFILE=/dev/null INPUTRC=/dev/null " +
+			proxyMarker + "=1 " + proxyPIDEnv + "=" + shquote.Word(s.path("proxy.pid")) + " " +
+			shquote.Word(exe) + " bash --norc --noprofile -i",
 		"st=$?",
-		"stty -a > " + shq(s.path("stty")),
-		"echo $st > " + shq(s.path("status.tmp")),
-		"mv " + shq(s.path("status.tmp")) + " " + shq(s.path("status")),
+		"stty -a > " + shquote.Word(s.path("stty")),
+		"echo $st > " + shquote.Word(s.path("status.tmp")),
+		"mv " + shquote.Word(s.path("status.tmp")) + " " + shquote.Word(s.path("status")),
 	}, "\n")
 	if err := os.WriteFile(s.path("run.sh"), []byte(script+"\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s.tmux("new-session", "-d", "-s", "t", "-x", "90", "-y", "24", "/bin/sh "+shq(s.path("run.sh")))
+	s.tmux("new-session", "-d", "-s", "t", "-x", "90", "-y", "24", "/bin/sh "+shquote.Word(s.path("run.sh")))
 	t.Cleanup(func() {
 		// The server is gone already when the pane's shell has exited.
 		_ = exec.Command("tmux", "-S", s.sock, "kill-server").Run()

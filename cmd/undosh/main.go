@@ -31,6 +31,7 @@ import (
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/enforce"
+	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/guard"
 	"github.com/undosh/undosh/internal/procstate"
 	"github.com/undosh/undosh/internal/state"
@@ -72,7 +73,7 @@ func main() {
 		// undosh --undosh-exec-as PATH ARGV0 ARGS...
 		err := procstate.Exec(os.Args[2], os.Args[3:], procstate.Environ())
 		fmt.Fprintf(os.Stderr, "undosh: error: exec %s: %v\n", os.Args[2], err)
-		os.Exit(127)
+		os.Exit(exit.NotRun)
 	}
 	os.Exit(shell.Main(&shell.Env{
 		Argv:    os.Args,

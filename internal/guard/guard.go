@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/internal/where"
 )
 
@@ -237,41 +239,15 @@ const maxCommand = 200
 
 // quote spells argv as a shell would take it, cut to maxCommand bytes.
 func quote(argv []string) string {
-	var b strings.Builder
-	for i, a := range argv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(quoteArg(a))
-	}
-	s := b.String()
+	s := shquote.Join(argv)
 	if len(s) > maxCommand {
 		cut := maxCommand
-		for cut > 0 && !isRuneStart(s[cut]) {
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
 		s = s[:cut] + "…"
 	}
 	return s
-}
-
-func isRuneStart(c byte) bool { return c&0xc0 != 0x80 }
-
-func quoteArg(a string) string {
-	if a == "" {
-		return "''"
-	}
-	plain := true
-	for _, c := range a {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./-_", c)) {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return a
-	}
-	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
 // Main is the guard's command line: ACTOR [-- COMMAND…]. It exits 0 in a

@@ -85,7 +85,7 @@ func TestCheck(t *testing.T) {
 			procs: []proc{{pid: 500, ppid: 300, comm: "undosh-guard", argv: []string{"/usr/lib/undosh/undosh-guard", "dpkg"}},
 				{pid: 300, ppid: 200, comm: "dpkg", argv: []string{"dpkg", "-i", "my pkg.deb", "it's"}},
 				{pid: 200, ppid: 1, comm: "bash", argv: []string{"-bash"}}},
-			want: &RefusedError{Actor: "dpkg", Command: `dpkg -i 'my pkg.deb' 'it'\''s'`},
+			want: &RefusedError{Actor: "dpkg", Command: `dpkg -i 'my pkg.deb' "it's"`},
 		},
 		{
 			name: "no dpkg among the ancestors: the hook's action", actor: "dpkg", init: "/sbin/init",
@@ -219,7 +219,9 @@ func TestQuote(t *testing.T) {
 		{[]string{"dpkg", "-i", "./x_1.0_all.deb"}, "dpkg -i ./x_1.0_all.deb"},
 		{[]string{"sh", "-c", "dpkg -i x.deb; echo $?"}, `sh -c 'dpkg -i x.deb; echo $?'`},
 		{[]string{"echo", ""}, "echo ''"},
-		{[]string{long}, "'" + strings.Repeat("é", 99) + "…"},
+		// Cut at a character's start: 200 bytes hold 100 é.
+		{[]string{long}, strings.Repeat("é", 100) + "…"},
+		{[]string{"x", long}, "x " + strings.Repeat("é", 99) + "…"},
 	}
 	for _, tt := range tests {
 		if got := quote(tt.argv); got != tt.want {

@@ -13,6 +13,7 @@ import (
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/shquote"
 )
 
 // Local is the backend that forks this same machine with the local fork
@@ -79,7 +80,7 @@ func (l *Local) ForkAndRun(ctx context.Context, job hostlink.ForkJob) (hostlink.
 	if v := req.Verify; v != nil {
 		step.Verify = v.Shell
 		if len(v.Argv) > 0 {
-			step.Verify = shellQuote(v.Argv)
+			step.Verify = shquote.Join(v.Argv)
 		}
 		step.VerifyDir = cwdOf(*v)
 	}
@@ -262,13 +263,4 @@ func envOf(c hostlink.Command) []string {
 		return fork.DefaultEnv
 	}
 	return c.Env
-}
-
-// shellQuote makes one sh word of each element.
-func shellQuote(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(q, " ")
 }

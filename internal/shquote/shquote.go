@@ -1,17 +1,21 @@
 // Package shquote spells strings as words of a POSIX shell, for the
-// command lines undosh shows (hints, notices) and the ones it hands to
-// sh -c.
+// command lines undosh shows (hints, notices, refusals) and the ones it
+// hands to sh -c. It is the module's one shell quoting.
 package shquote
 
-import "strings"
+import (
+	"strings"
 
-// Word is s as one shell word: as it is when it holds only characters no
-// shell treats specially, else in single quotes.
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Word is s as one shell word: syntax.Quote's spelling for POSIX sh
+// (unquoted when nothing in it is special), or, for a string it will not
+// quote (a newline, a tab or another control character, which POSIX has
+// no escape for), s in single quotes, which carry any byte but NUL.
 func Word(s string) string {
-	if s != "" && strings.IndexFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+:@%=,", c))
-	}) < 0 {
-		return s
+	if q, err := syntax.Quote(s, syntax.LangPOSIX); err == nil {
+		return q
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

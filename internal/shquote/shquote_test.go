@@ -7,7 +7,8 @@ import (
 
 // What Join spells, sh reads back as the same argv.
 func TestJoinRoundTrip(t *testing.T) {
-	argv := []string{"plain", "", "two words", "it's", `back\slash`, "$HOME", "*", "a\nb", "--save=", "x,y:z"}
+	argv := []string{"plain", "", "two words", "it's", `back\slash`, "$HOME", "*", "a\nb", "--save=", "x,y:z",
+		"a\tb", "\x01", "é", "if", "!", "~", "#x", "a\"b", "'"}
 	got, err := exec.Command("sh", "-c", "for a in "+Join(argv)+`; do printf '[%s]' "$a"; done`).Output()
 	if err != nil {
 		t.Fatal(err)
