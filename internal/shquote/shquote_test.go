@@ -2,6 +2,7 @@ package shquote
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,10 @@ func TestJoinRoundTrip(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("sh read back %q, want %q", got, want)
 	}
-	if Word("plain/path-1.2") != "plain/path-1.2" || Word("") != "''" {
+	if got, err := exec.Command("sh", "-c", Join([]string{"a=b", "x"})+" 2>&1").CombinedOutput(); err == nil || !strings.Contains(string(got), "a=b") {
+		t.Errorf("a command named a=b ran as an assignment: %q, %v", got, err)
+	}
+	if Word("plain/path-1.2") != "plain/path-1.2" || Word("") != "''" || Word("--root=/x") != "--root=/x" {
 		t.Errorf("Word: %q %q", Word("plain/path-1.2"), Word(""))
 	}
 }
