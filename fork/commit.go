@@ -586,17 +586,11 @@ func (c *committer) writeJournal() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(c.dir, "journal.json.tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
+	// What the record names is on the disk before the record is.
 	if err := syncFS(c.dir); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(c.dir, "journal.json")); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(c.dir)
+	return atomicfile.Write(filepath.Join(c.dir, "journal.json"), data, 0o600)
 }
 
 // apply applies operation i, after checking its path once more.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
@@ -106,10 +107,8 @@ func Serve(o ServeOptions) error {
 	defer ln.Close()
 	// The pid file appears whole (write, then rename), for doctor and tests.
 	pidFile := filepath.Join(run, "classify.pid")
-	if err := os.WriteFile(pidFile+".tmp", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err == nil {
-		if os.Rename(pidFile+".tmp", pidFile) == nil {
-			defer os.Remove(pidFile)
-		}
+	if atomicfile.Replace(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600) == nil {
+		defer os.Remove(pidFile)
 	}
 	exe, _ := os.Executable()
 	exeInfo, _ := os.Stat("/proc/self/exe")

@@ -59,6 +59,31 @@ func write(name string, data []byte, perm os.FileMode, durable bool) error {
 	return SyncDir(dir)
 }
 
+// Symlink makes name a symlink to target, replacing what is there in one
+// rename (name never goes missing), durably.
+func Symlink(target, name string) error {
+	dir := filepath.Dir(name)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(name)+"-")
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	tmp := f.Name()
+	f.Close()
+	// The name is ours until the rename: a link is made where the
+	// temporary file was.
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	return SyncDir(dir)
+}
+
 // SyncDir makes the entries of dir durable.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)

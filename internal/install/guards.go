@@ -142,7 +142,7 @@ func (in *installer) dpkgGuard() error {
 		if err := in.begin(); err != nil {
 			return err
 		}
-		if err := symlinkAtomic(Binary, h); err != nil {
+		if err := atomicfile.Symlink(Binary, h); err != nil {
 			return err
 		}
 		in.say("%s -> %s (the guard's entry point, again)", GuardBinary, Binary)
@@ -152,7 +152,7 @@ func (in *installer) dpkgGuard() error {
 				Fix: "a leftover of an earlier install: remove it, then run undoctl install again"}
 		}
 		if err := in.step(Action{Op: opLink, Path: GuardBinary, Target: Binary, Guard: "dpkg"}, func() error {
-			return symlinkAtomic(Binary, h)
+			return atomicfile.Symlink(Binary, h)
 		}); err != nil {
 			return err
 		}

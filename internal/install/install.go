@@ -927,7 +927,7 @@ func (in *installer) relink(to string) error {
 		if err := in.begin(); err != nil {
 			return err
 		}
-		if err := symlinkAtomic(to, h); err != nil {
+		if err := atomicfile.Symlink(to, h); err != nil {
 			return err
 		}
 		in.say("%s -> %s (was %s)", p, to, cur)
@@ -980,7 +980,7 @@ func (in *installer) takeover(p *plan) error {
 				return err
 			}
 		}
-		if err := symlinkAtomic(to, src); err != nil {
+		if err := atomicfile.Symlink(to, src); err != nil {
 			return err
 		}
 		in.say("moved %s to %s", p.path, p.real)
@@ -989,13 +989,13 @@ func (in *installer) takeover(p *plan) error {
 		}
 	} else {
 		if err := in.step(Action{Op: opLink, Path: p.real, Target: p.linkTo, Shell: p.shell}, func() error {
-			return symlinkAtomic(p.linkTo, dst)
+			return atomicfile.Symlink(p.linkTo, dst)
 		}); err != nil {
 			return err
 		}
 		in.say("%s -> %s (the real %s)", p.real, p.linkTo, p.shell)
 		if err := in.step(Action{Op: opLink, Path: p.path, Target: Binary, Shell: p.shell, Existed: true, Old: p.old}, func() error {
-			return symlinkAtomic(to, src)
+			return atomicfile.Symlink(to, src)
 		}); err != nil {
 			return err
 		}
@@ -1010,7 +1010,7 @@ func (in *installer) takeover(p *plan) error {
 		if err != nil {
 			return err
 		}
-		if err := in.step(a, func() error { return symlinkAtomic(to, h) }); err != nil {
+		if err := in.step(a, func() error { return atomicfile.Symlink(to, h) }); err != nil {
 			return err
 		}
 		in.say("%s -> %s", a.Path, to)

@@ -191,24 +191,6 @@ func sameFile(a, b string) bool {
 	return os.SameFile(sa, sb)
 }
 
-// symlinkAtomic makes host path name a symlink to target, replacing what
-// is there in one rename: the name never goes missing.
-func symlinkAtomic(target, name string) error {
-	dir := filepath.Dir(name)
-	tmp, err := tempName(dir, filepath.Base(name))
-	if err != nil {
-		return err
-	}
-	if err := os.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("link %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("link %s: %w", name, err)
-	}
-	return atomicfile.SyncDir(dir)
-}
-
 // tempName returns an unused name in dir for a file about to become base.
 func tempName(dir, base string) (string, error) {
 	f, err := os.CreateTemp(dir, ".undoctl-"+base+"-")

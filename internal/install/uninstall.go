@@ -203,7 +203,7 @@ func (in *installer) undoLink(a Action, h string) error {
 		return nil
 	case errors.Is(err, os.ErrNotExist), err == nil && (cur == a.Target || a.Shell != "" && a.Target == Binary && isEntry(cur)):
 		if a.Existed {
-			if err := symlinkAtomic(a.Old, h); err != nil {
+			if err := atomicfile.Symlink(a.Old, h); err != nil {
 				return err
 			}
 			in.say("%s -> %s again", a.Path, a.Old)

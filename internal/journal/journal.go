@@ -306,7 +306,7 @@ func (j *Journal) BeginIn(roots []string) (*Step, error) {
 	for _, e := range ents {
 		id, err := strconv.Atoi(e.Name())
 		if err != nil {
-			// Another step's mark being written (N.tmp), or its overlap
+			// Another step's mark being written (.tmp-N-…), or its overlap
 			// flag (N.overlapped): never ours to remove.
 			continue
 		}
@@ -394,10 +394,7 @@ func (s *Step) Running(rec Record) error {
 		return err
 	}
 	name := filepath.Join(s.j.dir, "active", strconv.Itoa(s.ID))
-	if err := os.WriteFile(name+".tmp", data, 0o600); err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := os.Rename(name+".tmp", name); err != nil {
+	if err := atomicfile.Replace(name, data, 0o600); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil

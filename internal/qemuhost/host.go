@@ -241,12 +241,7 @@ func (h *Host) Boot(name string, o BootOptions) (string, error) {
 
 // linkListener makes the VM's host link reach the sandbox's listener.
 func linkListener(m *qemu.Machine, listener string) error {
-	tmp := m.HostLinkPath() + ".new"
-	os.Remove(tmp)
-	if err := os.Symlink(listener, tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, m.HostLinkPath())
+	return atomicfile.Symlink(listener, m.HostLinkPath())
 }
 
 // open attaches to a VM of the state directory.
