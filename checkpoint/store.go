@@ -18,6 +18,7 @@ import (
 
 	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/flock"
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // Options configure a store. The zero value needs only StateDir.
@@ -107,7 +108,7 @@ func Open(workspace string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("state directory %s: %w", o.StateDir, err)
 	}
 	stateAbs = resolveExisting(stateAbs)
-	if within(stateAbs, root) {
+	if pathglob.Within(stateAbs, root) {
 		return nil, fmt.Errorf("workspace %s: %w: the state directory %s lies inside it (hint: keep state elsewhere with --state DIR or UNDOSH_STATE_DIR)", workspace, ErrBadWorkspace, stateAbs)
 	}
 	sum := sha256.Sum256([]byte(root))
@@ -137,10 +138,6 @@ func resolveExisting(p string) string {
 		}
 		rest = filepath.Join(filepath.Base(q), rest)
 	}
-}
-
-func within(p, root string) bool {
-	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
 }
 
 func sanitize(s string) string {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/internal/atomicfile"
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/internal/where"
 )
 
@@ -286,7 +287,7 @@ func Create(o Options) (*Copy, error) {
 		case err != nil:
 			return nil, fmt.Errorf("create copy: hide %s: %w", h, err)
 		}
-		if !slices.ContainsFunc(o.Share, func(s string) bool { return under(r, s) }) {
+		if !slices.ContainsFunc(o.Share, func(s string) bool { return pathglob.Within(r, s) }) {
 			hidden = append(hidden, r)
 		}
 	}
@@ -486,7 +487,7 @@ func (c *Copy) OverlayOf(p string) *Overlay {
 	var best *Overlay
 	for i := range c.Overlays {
 		l := &c.Overlays[i]
-		if under(p, l.Mount) && (best == nil || len(l.Mount) > len(best.Mount)) {
+		if pathglob.Within(p, l.Mount) && (best == nil || len(l.Mount) > len(best.Mount)) {
 			best = l
 		}
 	}

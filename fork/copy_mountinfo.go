@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // mountSource is the source of every mount the engine makes: the copies'
@@ -108,14 +110,6 @@ var pseudoFS = map[string]bool{
 // gets its own /proc, /sys and /dev, and /run is the copy's own.
 var pseudoTrees = []string{"/proc", "/sys", "/dev", "/run"}
 
-// under reports whether p is dir or inside it.
-func under(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
 // selectMounts picks, from the mount table, the mounts a copy overlays:
 // the root, and every real filesystem below it that is visible (not
 // covered by a later mount on the same point) and not pseudo, not a
@@ -154,9 +148,9 @@ func selectMounts(table []mountEntry, hidden []string) ([]mountEntry, error) {
 			// Another copy's tmpfs (of another state directory), or
 			// an overlay of a copy this one is nested in.
 			s = true
-		case slices.ContainsFunc(pseudoTrees, func(d string) bool { return under(m.Point, d) }):
+		case slices.ContainsFunc(pseudoTrees, func(d string) bool { return pathglob.Within(m.Point, d) }):
 			s = true
-		case slices.ContainsFunc(hidden, func(d string) bool { return under(m.Point, d) }):
+		case slices.ContainsFunc(hidden, func(d string) bool { return pathglob.Within(m.Point, d) }):
 			s = true
 		default:
 			// Below a skipped mount (a mount on a path that the copy
@@ -212,8 +206,8 @@ func skippedMounts(table, selected []mountEntry, hidden []string) []string {
 	for i, m := range table {
 		switch {
 		case top[m.Point] != i, layered[m.ID], m.Source == mountSource,
-			slices.ContainsFunc(pseudoTrees, func(d string) bool { return under(m.Point, d) }),
-			slices.ContainsFunc(hidden, func(d string) bool { return under(m.Point, d) }):
+			slices.ContainsFunc(pseudoTrees, func(d string) bool { return pathglob.Within(m.Point, d) }),
+			slices.ContainsFunc(hidden, func(d string) bool { return pathglob.Within(m.Point, d) }):
 			continue
 		}
 		out = append(out, m.Point)
@@ -222,7 +216,7 @@ func skippedMounts(table, selected []mountEntry, hidden []string) []string {
 	slices.SortFunc(out, func(a, b string) int { return depth(a) - depth(b) })
 	var kept []string
 	for _, p := range out {
-		if !slices.ContainsFunc(kept, func(k string) bool { return under(p, k) }) {
+		if !slices.ContainsFunc(kept, func(k string) bool { return pathglob.Within(p, k) }) {
 			kept = append(kept, p)
 		}
 	}

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // Rootless reports whether copies made by this process are rootless: it
@@ -401,7 +403,7 @@ func (w *skeleton) overlay(p string, st unix.Stat_t) error {
 func (w *skeleton) mountOf(p string) (mountEntry, bool) {
 	best := -1
 	for pt, i := range w.top {
-		if under(p, pt) && (best < 0 || len(pt) > len(w.table[best].Point)) {
+		if pathglob.Within(p, pt) && (best < 0 || len(pt) > len(w.table[best].Point)) {
 			best = i
 		}
 	}

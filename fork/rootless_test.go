@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/internal/testuser"
 )
 
@@ -189,7 +190,7 @@ echo scratch > /tmp/undosh-rootless-` + uid + `
 	var mine []Plan
 	for _, p := range plans {
 		probs := CheckWritable(p)
-		if theirs != "" && under(theirs, p.Target) {
+		if theirs != "" && pathglob.Within(theirs, p.Target) {
 			if len(probs) != 1 || probs[0].Path != theirs || !strings.Contains(probs[0].Reason, "sticky") {
 				t.Errorf("CheckWritable(%s) = %v, want root's file in the sticky /tmp", p.Target, probs)
 			}
@@ -203,7 +204,7 @@ echo scratch > /tmp/undosh-rootless-` + uid + `
 	// A commit killed half-way is reversed by the next recovery, as
 	// root's is.
 	for _, p := range mine {
-		if !under(work, p.Target) || sameFS {
+		if !pathglob.Within(work, p.Target) || sameFS {
 			continue
 		}
 		jd, err := UserJournalDir(p, filepath.Join(work, ".journal"))

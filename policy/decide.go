@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // Input is what the policy decides on: the facts a parser found in one
@@ -511,14 +513,14 @@ func (ctx Context) resolved() (self []string, real map[string]string) {
 func (p *Policy) where(abs string, ctx Context) string {
 	_, resolved := ctx.resolved()
 	in := func(root string) bool {
-		if within(abs, root) {
+		if pathglob.Within(abs, root) {
 			return true
 		}
 		real, ok := ctx.Real[root]
 		if !ok {
 			real, ok = resolved[root]
 		}
-		return ok && within(abs, real)
+		return ok && pathglob.Within(abs, real)
 	}
 	for _, r := range ctx.Roots {
 		if in(r) {
@@ -553,17 +555,6 @@ func (p *Policy) Places(ctx Context) []string {
 		}
 	}
 	return out
-}
-
-func within(p, root string) bool {
-	if root == "" || !strings.HasPrefix(root, "/") {
-		return false
-	}
-	root = path.Clean(root)
-	if root == "/" {
-		return true
-	}
-	return p == root || strings.HasPrefix(p, root+"/")
 }
 
 func expandHome(p, home string) string {

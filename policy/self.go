@@ -4,6 +4,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // Self-protection: a step may not switch undosh off, by accident or
@@ -27,14 +29,14 @@ var SelfDirs = []string{"/etc/undosh", "/usr/lib/undosh"}
 // selfDirs or one of ctx.Self.
 func selfPath(abs string, ctx Context) bool {
 	for _, d := range SelfDirs {
-		if within(abs, d) {
+		if pathglob.Within(abs, d) {
 			return true
 		}
 	}
 	more, _ := ctx.resolved()
 	for _, l := range [][]string{ctx.Self, more} {
 		for _, s := range l {
-			if within(abs, s) {
+			if pathglob.Within(abs, s) {
 				return true
 			}
 		}

@@ -1,7 +1,6 @@
 package pty
 
 import (
-	"github.com/undosh/undosh/internal/shquote"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/undosh/undosh/internal/shquote"
 )
 
 // A tmux session is a real terminal. Its pane runs a plain sh (no readline

@@ -19,6 +19,7 @@ import (
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/policy"
 )
@@ -535,13 +536,9 @@ func (r *run) rerunCommand() string {
 	return strings.Join(q, " ")
 }
 
+// under reports whether p is within one of dirs.
 func under(p string, dirs []string) bool {
-	for _, d := range dirs {
-		if d == "/" || p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(dirs, func(d string) bool { return pathglob.Within(p, d) })
 }
 
 // mountGone reports whether the machine no longer has the directory

@@ -28,6 +28,7 @@ import (
 
 	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/flock"
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/internal/procs"
 )
 
@@ -372,17 +373,12 @@ func sharesRoot(a, b []string) bool {
 	}
 	for _, x := range a {
 		for _, y := range b {
-			if x == y || within(x, y) || within(y, x) {
+			if x == y || pathglob.Within(x, y) || pathglob.Within(y, x) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// within reports whether path p lies under directory dir.
-func within(p, dir string) bool {
-	return dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // Running records what is known of the running step s (its checkpoints

@@ -1,6 +1,7 @@
 // Package pathglob matches slash-separated paths against globs in which
 // ** matches any number of whole path elements, * and ? match within one
-// element, and "dir/**" also matches "dir" itself.
+// element, and "dir/**" also matches "dir" itself; and it says whether
+// one path lies within another ([Within]).
 package pathglob
 
 // Match reports whether p matches pattern. Both are slash-separated; a
