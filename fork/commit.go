@@ -116,7 +116,7 @@ type committer struct {
 	log     *slog.Logger
 	jd      string
 	started time.Time
-	j       *journal
+	j       *wal
 	dir     string   // <jd>/<id>
 	logf    *os.File // the applied log
 	moved   []int    // operations whose file was moved from the upper
@@ -131,7 +131,7 @@ func (c *committer) run() (*Record, error) {
 	if err := unix.Stat(p.Target, &tst); err != nil {
 		return nil, fmt.Errorf("commit: %w", &os.PathError{Op: "stat", Path: p.Target, Err: err})
 	}
-	c.j = &journal{
+	c.j = &wal{
 		Version: journalVersion, Root: p.Root, Target: p.Target, T0: p.T0,
 		Started: c.started, Dev: tst.Dev, Locks: touchesDpkg(p),
 	}

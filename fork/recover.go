@@ -71,7 +71,7 @@ func recoverLocked(jd string) ([]string, error) {
 }
 
 // withPkgLocks runs f holding the dpkg and apt locks when j needs them.
-func withPkgLocks(j *journal, f func() ([]string, error)) ([]string, error) {
+func withPkgLocks(j *wal, f func() ([]string, error)) ([]string, error) {
 	if j.Locks {
 		release, err := takePkgLocks(j.Root)
 		if err != nil {

@@ -131,7 +131,7 @@ func finishUndo(e *commitEntry) error {
 
 // rollBack reverses a commit cut short, then deletes its journal, or
 // marks it undone when something could not be put back.
-func rollBack(j *journal, dir string) ([]string, error) {
+func rollBack(j *wal, dir string) ([]string, error) {
 	left, err := reverseOps(j, dir, 0, dirsToRestore(j, 0, nil), false, readApplied(dir))
 	if err != nil {
 		return left, err
@@ -168,7 +168,7 @@ func readApplied(dir string) map[int]bool {
 // it removed an entry. A later commit that changed a path too, and was
 // undone, moved it (its link and renames change ctimes): for that path,
 // the time of that undo counts instead.
-func changedSince(j *journal, since int64, later []*commitEntry) []Problem {
+func changedSince(j *wal, since int64, later []*commitEntry) []Problem {
 	var ps []Problem
 	seen := map[string]bool{}
 	report := func(rel, why string) {
@@ -217,7 +217,7 @@ func changedSince(j *journal, since int64, later []*commitEntry) []Problem {
 // sinceFor is when rel was last changed by a commit or an undo of this
 // journal: since (the commit's time), or the time of the undo of a later
 // commit that changed it too, or something in it or above it.
-func sinceFor(j *journal, rel string, since int64, later []*commitEntry) int64 {
+func sinceFor(j *wal, rel string, since int64, later []*commitEntry) int64 {
 	name := []string{j.name(rel)}
 	for _, l := range later {
 		if l.j != nil && l.undone != nil && l.undone.Time.UnixNano() > since &&
@@ -231,7 +231,7 @@ func sinceFor(j *journal, rel string, since int64, later []*commitEntry) int64 {
 // reverser is the reverse pass, shared by Undo, Recover and a commit that
 // fails: idempotent, it can be cut short and run again.
 type reverser struct {
-	j       *journal
+	j       *wal
 	dir     string
 	since   int64        // the commit's time in ns; 0 for a commit cut short
 	force   bool         // put originals back over later changes
@@ -242,7 +242,7 @@ type reverser struct {
 // dirsToRestore lists the directories whose times a reverse pass puts
 // back. It is decided before anything moves: not one that someone else
 // changed since the commit (since, in ns; 0 for a commit cut short).
-func dirsToRestore(j *journal, since int64, later []*commitEntry) []dirTimes {
+func dirsToRestore(j *wal, since int64, later []*commitEntry) []dirTimes {
 	var restore []dirTimes
 	for _, d := range j.Dirs {
 		if !d.Removed {
@@ -259,7 +259,7 @@ func dirsToRestore(j *journal, since int64, later []*commitEntry) []dirTimes {
 
 // reverseOps is the reverse pass: the operations last first, then the
 // times of the directories in restore, deepest first.
-func reverseOps(j *journal, dir string, since int64, restore []dirTimes, force bool, applied map[int]bool) ([]string, error) {
+func reverseOps(j *wal, dir string, since int64, restore []dirTimes, force bool, applied map[int]bool) ([]string, error) {
 	r := &reverser{j: j, dir: dir, since: since, force: force, applied: applied}
 	for i := len(j.Ops) - 1; i >= 0; i-- {
 		if err := r.op(i); err != nil {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/agent"
 	"github.com/undosh/undosh/internal/exit"
-	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/policy"
@@ -20,9 +20,9 @@ import (
 
 // hostURL names the sandbox host: $UNDOSH_HOST, then the policy's
 // host.address; "" when there is none. Its token, when it carries none,
-// is host.json's (guest.Client).
+// is host.json's (agent.Client).
 func (r *run) hostURL() string {
-	return guest.Address(r.e.Getenv("UNDOSH_HOST"), r.pol.Host.Address)
+	return agent.Address(r.e.Getenv("UNDOSH_HOST"), r.pol.Host.Address)
 }
 
 // hostAbsent reports whether err means this machine has no way to reach
@@ -45,7 +45,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	// The host as messages and the journal name it: never with the
 	// token, which would land in the agent's transcript.
 	name := hostlink.HostName(url)
-	c, err := guest.Client(url, r.stateDir, hostlink.ClientOptions{Agent: "undosh"})
+	c, err := agent.Client(url, r.stateDir, hostlink.ClientOptions{Agent: "undosh"})
 	if err != nil {
 		return 0, false, fmt.Sprintf("the sandbox host %s is misconfigured (%v)", name, err)
 	}

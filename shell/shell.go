@@ -239,7 +239,7 @@ func (r *run) main() int {
 	}
 	if r.src.session {
 		if r.inv.Personality == "bash" {
-			return r.protectFed()
+			return r.protectPipe()
 		}
 		return r.protectSession()
 	}

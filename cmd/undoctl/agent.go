@@ -14,10 +14,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/undosh/undosh/internal/agent"
 	"github.com/undosh/undosh/internal/exit"
-	"github.com/undosh/undosh/internal/guest"
-	"github.com/undosh/undosh/internal/host"
 	"github.com/undosh/undosh/internal/state"
+	"github.com/undosh/undosh/internal/undohost"
 	"github.com/undosh/undosh/internal/vmagent"
 )
 
@@ -87,17 +87,17 @@ type agentConfig struct {
 func serveAgent(ctx context.Context, cfg agentConfig, stderr io.Writer) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.listen != "" {
-		ln, err := host.Listen(cfg.listen)
+		ln, err := undohost.Listen(cfg.listen)
 		if err != nil {
 			return err
 		}
 		context.AfterFunc(ctx, func() { ln.Close() })
-		fmt.Fprintf(stderr, "undoctl: agent: waiting for the host on %s; what it says goes to %s\n", cfg.listen, guest.Path(cfg.stateDir))
-		g.Go(func() error { return guest.Serve(ln, cfg.stateDir, cfg.log) })
+		fmt.Fprintf(stderr, "undoctl: agent: waiting for the host on %s; what it says goes to %s\n", cfg.listen, agent.Path(cfg.stateDir))
+		g.Go(func() error { return agent.Serve(ln, cfg.stateDir, cfg.log) })
 	}
 	a := &vmagent.Agent{StateDir: cfg.stateDir, Sys: cfg.sys, Dev: cfg.dev, Log: cfg.log}
 	if cfg.serial != "" {
-		fmt.Fprintf(stderr, "undoctl: agent: serving the host on virtio-serial port %s; what it says goes to %s\n", cfg.serial, guest.Path(cfg.stateDir))
+		fmt.Fprintf(stderr, "undoctl: agent: serving the host on virtio-serial port %s; what it says goes to %s\n", cfg.serial, agent.Path(cfg.stateDir))
 		g.Go(func() error { return a.ServePort(ctx, cfg.serial) })
 	}
 	if cfg.relayListen != "" {

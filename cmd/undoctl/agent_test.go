@@ -20,7 +20,7 @@ import (
 	undoshpty "github.com/undosh/undosh/pty"
 
 	"github.com/undosh/undosh/hostlink"
-	"github.com/undosh/undosh/internal/guest"
+	"github.com/undosh/undosh/internal/agent"
 )
 
 func TestAgentUsage(t *testing.T) {
@@ -151,7 +151,7 @@ func TestServeAgent(t *testing.T) {
 	if err != nil || !strings.Contains(line, `"noted":{"generation":2}`) || strings.Contains(line, "error") {
 		t.Fatalf("notify on the port: %q, %v", line, err)
 	}
-	if w, _ := guest.Read(sd); w.Token != "two" {
+	if w, _ := agent.Read(sd); w.Token != "two" {
 		t.Errorf("host.json after the port's notify: %+v", w)
 	}
 	if _, err := rc.Read(buf); !errors.Is(err, io.EOF) {

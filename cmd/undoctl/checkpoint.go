@@ -15,8 +15,8 @@ import (
 
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/agent"
 	"github.com/undosh/undosh/internal/exit"
-	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
@@ -237,12 +237,12 @@ func (c *common) hostStatus(getenv func(string) string) string {
 	if err != nil {
 		return "unknown (the policy does not load)"
 	}
-	url := guest.Address(getenv("UNDOSH_HOST"), p.Host.Address)
+	url := agent.Address(getenv("UNDOSH_HOST"), p.Host.Address)
 	if url == "" {
 		return "none configured: machine steps run in the local fork engine (or host.fallback)"
 	}
 	base := hostlink.HostName(url)
-	cl, err := guest.Client(url, state.Dir(c.stateDir, getenv, os.Getuid()), hostlink.ClientOptions{Agent: "undoctl"})
+	cl, err := agent.Client(url, state.Dir(c.stateDir, getenv, os.Getuid()), hostlink.ClientOptions{Agent: "undoctl"})
 	if err != nil {
 		return base + ": misconfigured (" + err.Error() + ")"
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/agent"
 	"github.com/undosh/undosh/internal/exit"
-	"github.com/undosh/undosh/internal/guest"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
 	"github.com/undosh/undosh/internal/state"
@@ -209,7 +209,7 @@ func back(c *common, j *journal.Journal, sd string, n int, io stdio, getenv func
 				configured = p.Host.Address
 			}
 		}
-		return backHost(j, r, io, guest.Address(getenv("UNDOSH_HOST"), configured), sd)
+		return backHost(j, r, io, agent.Address(getenv("UNDOSH_HOST"), configured), sd)
 	}
 	if r.Sudo && len(r.Machine) > 0 && os.Geteuid() != 0 {
 		return backSudo(sd, r, io, asJSON, force)
@@ -472,13 +472,13 @@ func (e *hintError) Hint() string  { return e.hint }
 // backHost asks the sandbox host that ran step r, at url, to put the
 // sandbox back to its checkpoint from before the step (which also undoes
 // every later step of the host). The token is url's, or else host.json's
-// in the state directory sd, as undosh's (guest.Client).
+// in the state directory sd, as undosh's (agent.Client).
 func backHost(j *journal.Journal, r journal.Record, io stdio, url, sd string) error {
 	if hostlink.HostName(url) != r.Host {
 		return &hintError{err: fmt.Errorf("step %d ran on the sandbox host %s, and neither UNDOSH_HOST nor the policy's host.address names it", r.ID, r.Host),
 			hint: "set UNDOSH_HOST to " + r.Host + " (the token is host.json's, kept by undoctl agent, or the URL's ?token=…)"}
 	}
-	c, err := guest.Client(url, sd, hostlink.ClientOptions{Agent: "undoctl"})
+	c, err := agent.Client(url, sd, hostlink.ClientOptions{Agent: "undoctl"})
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/exit"
-	"github.com/undosh/undosh/internal/host"
+	"github.com/undosh/undosh/internal/undohost"
 )
 
 func main() {
@@ -36,13 +36,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "qemu" {
 		return qemuCmd(ctx, args[1:], os.Stdin, os.Stdout, stderr)
 	}
-	var o host.Options
+	var o undohost.Options
 	fs := flag.NewFlagSet("undohost", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Backend, "backend", "", "local or provider (default: the config's, else local)")
 	fs.StringVar(&o.Listen, "listen", "", "listener of the sandbox \"default\": unix:///PATH, tcp://127.0.0.1:PORT or vsock://PORT")
 	fs.StringVar(&o.Config, "config", "", "configuration file (YAML or JSON): more sandboxes, the provider's commands")
-	fs.StringVar(&o.StateDir, "state", host.DefaultStateDir, "state directory: operations, tokens, checkpoints, undohost.log")
+	fs.StringVar(&o.StateDir, "state", undohost.DefaultStateDir, "state directory: operations, tokens, checkpoints, undohost.log")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exit.OK
@@ -53,12 +53,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "undohost: error: unexpected argument %q\n", fs.Arg(0))
 		return exit.Usage
 	}
-	err := host.Run(ctx, o)
+	err := undohost.Run(ctx, o)
 	if err == nil {
 		return exit.OK
 	}
 	fmt.Fprintf(stderr, "undohost: error: %v\n", err)
-	var ce *host.ConfigError
+	var ce *undohost.ConfigError
 	var me *fork.MissingError
 	switch {
 	case errors.As(err, &ce):

@@ -18,7 +18,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
-	"github.com/undosh/undosh/internal/host"
+	"github.com/undosh/undosh/internal/undohost"
 )
 
 // bin is undohost, built once by TestMain.
@@ -96,7 +96,7 @@ func (d *daemon) start() {
 	before := d.starts
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if n := host.Starts(d.state); n > before {
+		if n := undohost.Starts(d.state); n > before {
 			d.starts = n
 			return
 		}

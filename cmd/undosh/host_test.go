@@ -16,7 +16,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
-	"github.com/undosh/undosh/internal/host"
+	"github.com/undosh/undosh/internal/undohost"
 )
 
 // startHost runs undohost with the local backend on a Unix socket and
@@ -46,7 +46,7 @@ func startHostWith(t *testing.T, args ...string) string {
 	// Started once its log says so: a provider's VM has been told who it
 	// is, and the token file is that generation's.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if host.Starts(state) > 0 {
+		if undohost.Starts(state) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {

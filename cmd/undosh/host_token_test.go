@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
-	"github.com/undosh/undosh/internal/guest"
+	"github.com/undosh/undosh/internal/agent"
 )
 
 // stateDirOf is the state directory env gives undosh and undoctl.
@@ -35,7 +35,7 @@ func keepIdentity(t *testing.T, stateDir string, gen uint64, token string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(guest.Path(stateDir), b, 0o600); err != nil {
+	if err := os.WriteFile(agent.Path(stateDir), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -87,7 +87,7 @@ func notifyingHost(t *testing.T, stateDir string) (url, token string) {
 		t.Fatal(err)
 	}
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "backend: provider\nprovider:\n  vars: {script: %q, root: %q, hostjson: %q}\n", script, root, guest.Path(stateDir))
+	fmt.Fprintf(&conf, "backend: provider\nprovider:\n  vars: {script: %q, root: %q, hostjson: %q}\n", script, root, agent.Path(stateDir))
 	for _, c := range [][2]string{
 		{"fork", `fork, "{{.Sandbox}}", "{{.Op}}"`}, {"network", `network, "{{.Copy}}", "{{.Network}}", "{{.Allow}}"`},
 		{"exec", `exec, "{{.Copy}}", "{{.Argv}}"`}, {"promote", `promote, "{{.Sandbox}}", "{{.Copy}}"`},
@@ -134,14 +134,14 @@ func TestHostPromotionToken(t *testing.T) {
 	if rec["outcome"] != "committed" || rec["host_op"] == nil || rec["host_checkpoint"] == nil {
 		t.Errorf("journal after the promotion: %v", rec)
 	}
-	w, ok := guest.Read(sd)
+	w, ok := agent.Read(sd)
 	if !ok || w.Generation < 2 || w.Token == token {
 		t.Fatalf("host.json after the promotion: %+v %v; the provider's notify did not deliver a new generation", w, ok)
 	}
 	if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", fmt.Sprint(rec["id"])); back.code != 0 {
 		t.Errorf("undoctl back after the promotion: %+v", back)
 	}
-	if w2, _ := guest.Read(sd); w2.Generation <= w.Generation || w2.Role != hostlink.RoleRestored {
+	if w2, _ := agent.Read(sd); w2.Generation <= w.Generation || w2.Role != hostlink.RoleRestored {
 		t.Errorf("host.json after undoctl back: %+v, want a restored generation after %d", w2, w.Generation)
 	}
 }
@@ -169,7 +169,7 @@ func silentProxy(t *testing.T, target, stateDir string) string {
 		}
 	})
 	stale := func(token string) bool {
-		w, ok := guest.Read(stateDir)
+		w, ok := agent.Read(stateDir)
 		return ok && w.Token != token
 	}
 	relay := func(c net.Conn) {

@@ -58,8 +58,8 @@ var table = map[string]level{
 
 	"internal/classify": middle,
 	"internal/guard":    middle,
-	"internal/guest":    middle,
-	"internal/host":     middle,
+	"internal/agent":    middle,
+	"internal/undohost": middle,
 	"internal/install":  middle,
 	"internal/journal":  middle,
 	"internal/machine":  middle,

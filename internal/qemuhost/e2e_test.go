@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undosh/undosh/internal/host"
 	"github.com/undosh/undosh/internal/qemu"
 	"github.com/undosh/undosh/internal/qemuhost"
 	"github.com/undosh/undosh/internal/shquote"
+	"github.com/undosh/undosh/internal/undohost"
 	"github.com/undosh/undosh/internal/vmtest"
 )
 
@@ -89,7 +89,7 @@ func (r *rig) startHost() {
 	r.t.Cleanup(func() { uh.Process.Kill(); uh.Wait() })
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if n := host.Starts(r.state); n > r.starts {
+		if n := undohost.Starts(r.state); n > r.starts {
 			r.starts = n
 			return
 		}

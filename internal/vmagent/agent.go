@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/hostlink"
-	"github.com/undosh/undosh/internal/guest"
+	"github.com/undosh/undosh/internal/agent"
 )
 
 // Agent is the guest agent: the state it keeps across host sessions. Its
 // zero value with StateDir set is ready to use.
 type Agent struct {
 	// StateDir is undosh's state directory, where a notify's WHO_YOU_ARE
-	// is kept (host.json, see [guest.Apply]).
+	// is kept (host.json, see [agent.Apply]).
 	StateDir string
 	// Sys and Dev are where sysfs and the device files are mounted: /sys
 	// and /dev when empty.
@@ -317,8 +317,8 @@ func (s *session) notify(req Request) {
 		s.send(Reply{ID: req.ID, Error: fmt.Sprintf("notify: who: %v", err)})
 		return
 	}
-	n, err := guest.Apply(s.a.StateDir, w)
-	var re *guest.RefusedError
+	n, err := agent.Apply(s.a.StateDir, w)
+	var re *agent.RefusedError
 	switch {
 	case errors.As(err, &re):
 		s.send(Reply{ID: req.ID, Noted: &n, Error: err.Error()})

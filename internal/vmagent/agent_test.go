@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/hostlink"
-	"github.com/undosh/undosh/internal/guest"
+	"github.com/undosh/undosh/internal/agent"
 )
 
 // shortDir is a temporary directory with a path short enough for Unix
@@ -389,7 +389,7 @@ func TestNotify(t *testing.T) {
 	if err != nil || n.Generation != 5 {
 		t.Fatalf("Notify: %+v, %v", n, err)
 	}
-	if w, ok := guest.Read(sd); !ok || w.Token != "five" || w.Generation != 5 {
+	if w, ok := agent.Read(sd); !ok || w.Token != "five" || w.Generation != 5 {
 		t.Errorf("host.json after notify: %+v, %v", w, ok)
 	}
 	n, err = c.Notify(ctx, who(t, hostlink.WhoYouAre{Generation: 5, Token: "again"}))
@@ -397,7 +397,7 @@ func TestNotify(t *testing.T) {
 	if !errors.As(err, &ae) || n.Generation != 5 {
 		t.Errorf("a replayed notify: %+v, %v; want NOTED 5 and an *Error", n, err)
 	}
-	if w, _ := guest.Read(sd); w.Token != "five" {
+	if w, _ := agent.Read(sd); w.Token != "five" {
 		t.Errorf("a replay replaced host.json: %+v", w)
 	}
 	if err := c.Ping(ctx); err != nil {

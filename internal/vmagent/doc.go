@@ -3,7 +3,7 @@
 // virtio-serial port (a Unix socket on the host, a character device in
 // the guest), one JSON object a line each way ([Request], [Reply]): it
 // runs commands in the guest (exec), tells it who it is after every
-// resume (notify: a WHO_YOU_ARE, applied as [guest.Apply] applies one from
+// resume (notify: a WHO_YOU_ARE, applied as [agent.Apply] applies one from
 // the vsock control channel), and pings it.
 //
 // The agent also relays a Unix socket in the guest to the host link's TCP

@@ -3,7 +3,7 @@
 // runs in a copy of the machine made for a machine step: a copy made by the local fork engine (fork/),
 // whose pid 1 is the engine's init, or a sandbox VM that its host told it
 // is a copy (WHO_YOU_ARE with role copy, kept by undoctl agent in the
-// state directory, see internal/guest).
+// state directory, see internal/agent).
 //
 // Both answers come from places an unprivileged process cannot forge: the
 // command line of pid 1 of the process's own pid namespace, and a file

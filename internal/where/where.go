@@ -19,7 +19,7 @@ const StateDir = "/var/lib/undosh"
 const InitName = "undosh-fork-init"
 
 // HostFile is where undoctl agent keeps, in stateDir, the last
-// WHO_YOU_ARE the sandbox host sent (read by internal/guest).
+// WHO_YOU_ARE the sandbox host sent (read by internal/agent).
 func HostFile(stateDir string) string { return filepath.Join(stateDir, "host.json") }
 
 // roleCopy is hostlink.RoleCopy, the role of a VM running a machine step

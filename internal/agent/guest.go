@@ -1,4 +1,4 @@
-// Package guest is the guest side of the host link's control channel
+// Package agent is the guest side of the host link's control channel
 // (docs/hostlink.md): it takes the WHO_YOU_ARE the host sends a sandbox
 // after every resume, restore or promotion, keeps it in the state
 // directory where undosh reads it (the current generation's token, and
@@ -7,7 +7,7 @@
 //
 // A VM told it is a copy runs a machine step for the host: undosh there
 // treats every command as part of that step, and asks the host nothing.
-package guest
+package agent
 
 import (
 	"encoding/json"

@@ -59,12 +59,12 @@ const (
 // harness waits for output.
 const incompleteWait = time.Second
 
-// protectFed runs a session fed one command at a time on a pipe (as agent
+// protectPipe runs a session fed one command at a time on a pipe (as agent
 // harnesses drive bash): the shell reads its commands from undosh, which
 // hands it each command only once it has been classified and protected,
 // and rolls back a command that fails. undosh reads the caller's input as
 // it comes and never waits for its end.
-func (r *run) protectFed() int {
+func (r *run) protectPipe() int {
 	e := r.e
 	s, err := newSession(r)
 	if err != nil {

@@ -71,8 +71,9 @@ func JournalDir(target string) string {
 
 const journalVersion = 1
 
-// journal is journal.json.
-type journal struct {
+// wal is a commit's write-ahead log, kept as journal.json: what it is about
+// to do, so that a commit cut short is finished or undone.
+type wal struct {
 	Version int        `json:"version"`
 	ID      string     `json:"id"`
 	Root    string     `json:"root"`
@@ -111,7 +112,7 @@ type mark struct {
 	Dirs []dirTimes `json:"dirs,omitempty"`
 }
 
-func (j *journal) plan() Plan {
+func (j *wal) plan() Plan {
 	p := Plan{Root: j.Root, Target: j.Target, T0: j.T0}
 	for _, op := range j.Ops {
 		p.Ops = append(p.Ops, op.Op)
@@ -144,7 +145,7 @@ type Record struct {
 // commitEntry is one <id> directory as found.
 type commitEntry struct {
 	id, dir   string
-	j         *journal // nil when journal.json is missing
+	j         *wal // nil when journal.json is missing
 	committed *mark
 	undoing   *mark
 	undone    *mark
@@ -213,7 +214,7 @@ func loadEntry(jd, id string) (*commitEntry, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read journal %s: %w", id, err)
 	default:
-		e.j = new(journal)
+		e.j = new(wal)
 		if err := json.Unmarshal(data, e.j); err != nil {
 			return nil, fmt.Errorf("read journal %s: %w", id, err)
 		}
@@ -340,9 +341,9 @@ func overlapping(a, b []string) []string {
 }
 
 // real is the real path of rel in the journal's target.
-func (j *journal) real(rel string) string { return filepath.Join(j.Target, rel) }
+func (j *wal) real(rel string) string { return filepath.Join(j.Target, rel) }
 
 // name is how a person sees rel: from the root.
-func (j *journal) name(rel string) string {
+func (j *wal) name(rel string) string {
 	return Plan{Root: j.Root, Target: j.Target}.Name(Op{Path: rel})
 }

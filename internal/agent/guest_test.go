@@ -1,4 +1,4 @@
-package guest
+package agent
 
 import (
 	"encoding/json"

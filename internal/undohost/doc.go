@@ -1,4 +1,4 @@
-// Package host is the logic of undohost, the host daemon of the hostlink
+// Package undohost is the logic of undohost, the host daemon of the hostlink
 // protocol (docs/hostlink.md, docs/undohost.md): it reads the
 // configuration, opens one listener per sandbox, serves them with a
 // [hostlink.Server], and carries operations out through a backend, either
@@ -14,4 +14,4 @@
 // Callers must run [Run] until its context is cancelled (SIGTERM), and, in
 // a binary that uses the local backend, dispatch argv[0] ==
 // fork.InitName to fork.Init first thing in main.
-package host
+package undohost
