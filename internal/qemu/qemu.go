@@ -184,7 +184,7 @@ func start(cfg Config, dir, backing, base, incoming string) (*Machine, error) {
 		// The memory of a machine that a migration fills is touched
 		// before it comes. Left to be faulted in as the guest runs, a
 		// copy of a guest running the agent came up with corrupt kernel
-		// memory in 4 of 32 forks on this project's TCG host (general
+		// memory in 7 of 78 forks on this project's TCG host (general
 		// protection faults, hrtimer lists with NULL functions), though
 		// its RAM matched the original's byte for byte at the
 		// switchover; with its memory touched first (this, or reading
