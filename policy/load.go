@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bytes"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -18,10 +17,12 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/undosh/undosh"
 )
 
-//go:embed policy.yaml
-var defaultYAML []byte
+// defaultYAML is policy.yaml at the top of the repository.
+var defaultYAML = undosh.PolicyYAML
 
 // DefaultName is the name the embedded default policy goes by in reasons
 // and errors.
