@@ -31,11 +31,11 @@ const DefaultName = "policy.yaml (embedded)"
 // DefaultSource returns the text of the embedded default policy.
 func DefaultSource() []byte { return defaultYAML }
 
-// parseDefault parses the embedded policy.yaml. Default does not call it:
-// it uses the same policy compiled into default_gen.go, and TestGenerated
-// keeps the two the same.
-func parseDefault() (*Policy, error) {
-	f, err := parseFile(DefaultName, defaultYAML)
+// parseDefault parses src, the text of policy.yaml, as the default.
+// Default does not call it: it uses the same policy compiled into
+// default_gen.go by gen.go, and TestGenerated keeps the two the same.
+func parseDefault(src []byte) (*Policy, error) {
+	f, err := parseFile(DefaultName, src)
 	if err != nil {
 		return nil, err
 	}
