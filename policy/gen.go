@@ -1,6 +1,7 @@
 //go:build ignore
 
-// gen.go compiles ../policy.yaml, the default policy, into default_gen.go.
+// gen.go compiles ../policy.yaml, the default policy, into default_gen.go,
+// and where policy.yaml says each of its parts into default_pos_gen.go.
 // Run it with
 //
 //	go generate ./policy
@@ -28,13 +29,20 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	code, err := policy.GenerateDefault(src)
+	code, pos, err := policy.GenerateDefault(src)
 	if err != nil {
 		return err
 	}
-	out, err := format.Source(code)
-	if err != nil {
-		return fmt.Errorf("default_gen.go does not format: %v", err)
+	if err := write("default_gen.go", code); err != nil {
+		return err
 	}
-	return os.WriteFile("default_gen.go", out, 0o644)
+	return write("default_pos_gen.go", pos)
+}
+
+func write(name string, src []byte) error {
+	out, err := format.Source(src)
+	if err != nil {
+		return fmt.Errorf("%s does not format: %v", name, err)
+	}
+	return os.WriteFile(name, out, 0o644)
 }

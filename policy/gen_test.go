@@ -9,23 +9,29 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestGenerated checks that default_gen.go holds exactly what policy.yaml
-// says: gen.go writes it, and `go generate ./policy` runs gen.go.
+// TestGenerated checks that default_gen.go and default_pos_gen.go hold
+// exactly what policy.yaml says: gen.go writes them, and
+// `go generate ./policy` runs gen.go.
 func TestGenerated(t *testing.T) {
-	code, err := generateDefault(defaultYAML)
+	code, pos, err := generateDefault(defaultYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := format.Source(code)
-	if err != nil {
-		t.Fatalf("generated code does not format: %v\n%s", err, code)
+	for name, src := range map[string][]byte{"default_gen.go": code, "default_pos_gen.go": pos} {
+		want, err := format.Source(src)
+		if err != nil {
+			t.Fatalf("generated %s does not format: %v\n%s", name, err, src)
+		}
+		cur, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(cur, want) {
+			t.Errorf("%s is out of date: run go generate ./policy", name)
+		}
 	}
-	cur, err := os.ReadFile("default_gen.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(cur, want) {
-		t.Fatalf("default_gen.go is out of date: run go generate ./policy")
+	if t.Failed() {
+		return
 	}
 	parsed, err := parseDefault(defaultYAML)
 	if err != nil {
