@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bytes"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -18,10 +17,12 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/undosh/undosh"
 )
 
-//go:embed policy.yaml
-var defaultYAML []byte
+// defaultYAML is policy.yaml at the top of the repository.
+var defaultYAML = undosh.PolicyYAML
 
 // DefaultName is the name the embedded default policy goes by in reasons
 // and errors.
@@ -30,11 +31,11 @@ const DefaultName = "policy.yaml (embedded)"
 // DefaultSource returns the text of the embedded default policy.
 func DefaultSource() []byte { return defaultYAML }
 
-// parseDefault parses the embedded policy.yaml. Default does not call it:
-// it uses the same policy compiled into default_gen.go, and TestGenerated
-// keeps the two the same.
-func parseDefault() (*Policy, error) {
-	f, err := parseFile(DefaultName, defaultYAML)
+// parseDefault parses src, the text of policy.yaml, as the default.
+// Default does not call it: it uses the same policy compiled into
+// default_gen.go by gen.go, and TestGenerated keeps the two the same.
+func parseDefault(src []byte) (*Policy, error) {
+	f, err := parseFile(DefaultName, src)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // The default policy, as embedded in undosh.
-const policyFile = "../../policy/policy.yaml"
+const policyFile = "../../policy.yaml"
 
 // policyRules returns the line of every rule and path rule of the default
 // policy, and the names of those that deny (verdict: deny) or constrain

@@ -29,6 +29,7 @@ var levelNames = [...]string{"leaf", "engine", "middle", "shell", "test support"
 // import packages of lower levels; the middle may also import the
 // middle. bench/ is top but for its helpers.
 var table = map[string]level{
+	".":                    leaf, // the module's root: policy.yaml, for policy to embed
 	"internal/atomicfile":  leaf,
 	"internal/corpus":      leaf,
 	"internal/enforce":     leaf, // linked into every binary (the kernel's hold on a step)
@@ -125,6 +126,15 @@ func list(t *testing.T) []pkg {
 	return pkgs
 }
 
+// rel is path without the module's prefix, "." for the module's root, and
+// false for a path outside the module.
+func rel(path string) (string, bool) {
+	if path == strings.TrimSuffix(module, "/") {
+		return ".", true
+	}
+	return strings.CutPrefix(path, module)
+}
+
 func levelOf(path string) (level, bool) {
 	if l, ok := table[path]; ok {
 		return l, true
@@ -136,8 +146,8 @@ func levelOf(path string) (level, bool) {
 func ours(paths []string) []string {
 	var out []string
 	for _, p := range paths {
-		if rel, ok := strings.CutPrefix(p, module); ok {
-			out = append(out, rel)
+		if r, ok := rel(p); ok {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -150,7 +160,7 @@ func TestImportTable(t *testing.T) {
 	pkgs := list(t)
 	seen := map[string]bool{}
 	for _, p := range pkgs {
-		path := strings.TrimPrefix(p.ImportPath, module)
+		path, _ := rel(p.ImportPath)
 		if path == "internal/layers" {
 			continue
 		}
