@@ -6,53 +6,142 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-func isDatabase(base string) bool {
-	switch base {
-	case "psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client", "cqlsh", "mongosh", "mongo", "redis-cli":
-		return true
-	}
-	return false
+// A dbTool is what the parser knows of one database program: the server
+// it talks to, how its command line names that server, and how to read
+// what it runs there. [dbTools] is the one table of them, so that a new
+// client is one row; the policy's rules then name it.
+type dbTool struct {
+	name string
+	// kind is the server: a kind of service (postgres, mysql, redis,
+	// mongodb), or cassandra, clickhouse, sqlite, duckdb. It gives the
+	// environment that names the server ([serverVars]).
+	kind string
+	// hostOptions: the tool names its server with -h HOST, -hHOST, --host
+	// or -H, or a URL, and its other words name none ([Command.Hosts]).
+	hostOptions bool
+	// servers: the environment, a connection string and the operand
+	// below name its server too ([walker.dbHosts]).
+	servers bool
+	// operand is what its first operand names.
+	operand dbOperand
+	// gluedDB: -dNAME is the database (and may be a connection string),
+	// as with -d NAME.
+	gluedDB bool
+	// reads is how to read what it runs, if the parser can: SQL in
+	// dialect, JavaScript, redis commands.
+	reads   dbReader
+	dialect string // for SQL: the client sql.go reads it as (psql, mysql, sqlite3, …)
+	// file: the database is a file, the first operand (sqlite3, duckdb).
+	file bool
+	// options are its options that only read ([dbOpt]); nil for a file
+	// database, whose options are sqliteOptions.
+	options map[string]dbOpt
 }
 
-// dbServerVars are the environment variables that name the server a
-// database tool connects to, when no option does. A value the parser does
-// not know (PGSERVICE names an entry of a file) is reported as a dynamic
-// host: the server may be remote.
-func dbServerVars(base string) (hosts, indirect []string) {
-	switch base {
-	case "psql", "pg_dump", "pg_dumpall", "pg_restore", "pg_isready", "createdb", "dropdb", "createuser", "dropuser", "vacuumdb", "reindexdb", "clusterdb", "pgbench":
+// dbOperand is what a database tool's first operand names.
+type dbOperand uint8
+
+const (
+	noOperand   dbOperand = iota
+	conninfoOp            // the database, or a libpq connection string
+	mongoAddrOp           // [host[:port]/]db, or a .js file to run
+	cqlshHostOp           // the host
+)
+
+// dbReader is how the parser reads what a database tool runs.
+type dbReader uint8
+
+const (
+	noReader    dbReader = iota
+	sqlReader            // SQL: statement options, operands, a here-document
+	mongoReader          // JavaScript for mongosh
+	redisReader          // redis commands as arguments
+)
+
+var dbTools = []dbTool{
+	{name: "psql", kind: "postgres", hostOptions: true, servers: true, operand: conninfoOp, gluedDB: true, reads: sqlReader, dialect: "psql", options: psqlOptions},
+	{name: "pg_dump", kind: "postgres", hostOptions: true, servers: true, operand: conninfoOp, gluedDB: true},
+	{name: "pg_dumpall", kind: "postgres", hostOptions: true, servers: true, gluedDB: true},
+	{name: "pg_restore", kind: "postgres", hostOptions: true, servers: true, gluedDB: true},
+	{name: "pg_isready", kind: "postgres", hostOptions: true, servers: true, operand: conninfoOp, gluedDB: true},
+	{name: "createdb", kind: "postgres", hostOptions: true, servers: true, operand: conninfoOp},
+	{name: "dropdb", kind: "postgres", hostOptions: true, servers: true, operand: conninfoOp},
+	{name: "createuser", kind: "postgres", hostOptions: true, servers: true},
+	{name: "dropuser", kind: "postgres", hostOptions: true, servers: true},
+	{name: "vacuumdb", kind: "postgres", servers: true, operand: conninfoOp},
+	{name: "reindexdb", kind: "postgres", servers: true, operand: conninfoOp},
+	{name: "clusterdb", kind: "postgres", servers: true, operand: conninfoOp},
+	{name: "pgbench", kind: "postgres", servers: true, operand: conninfoOp},
+	{name: "mysql", kind: "mysql", hostOptions: true, servers: true, reads: sqlReader, dialect: "mysql", options: mysqlOptions},
+	{name: "mariadb", kind: "mysql", hostOptions: true, servers: true, reads: sqlReader, dialect: "mysql", options: mysqlOptions},
+	{name: "mysqldump", kind: "mysql", hostOptions: true, servers: true},
+	{name: "mariadb-dump", kind: "mysql", servers: true},
+	{name: "mysqladmin", kind: "mysql", hostOptions: true, servers: true},
+	{name: "mysqlimport", kind: "mysql", servers: true},
+	{name: "mysqlshow", kind: "mysql", servers: true},
+	{name: "mysqlcheck", kind: "mysql", servers: true},
+	{name: "cqlsh", kind: "cassandra", hostOptions: true, servers: true, operand: cqlshHostOp, reads: sqlReader, dialect: "cqlsh", options: cqlshOptions},
+	{name: "clickhouse-client", kind: "clickhouse", hostOptions: true, servers: true, reads: sqlReader, dialect: "clickhouse-client", options: clickhouseOptions},
+	{name: "mongosh", kind: "mongodb", hostOptions: true, servers: true, operand: mongoAddrOp, reads: mongoReader, options: mongoOptions},
+	{name: "mongo", kind: "mongodb", hostOptions: true, servers: true, operand: mongoAddrOp, reads: mongoReader, options: mongoOptions},
+	{name: "mongodump", kind: "mongodb", hostOptions: true},
+	{name: "mongorestore", kind: "mongodb", hostOptions: true},
+	{name: "mongoimport", kind: "mongodb", hostOptions: true},
+	{name: "mongoexport", kind: "mongodb", hostOptions: true},
+	{name: "redis-cli", kind: "redis", hostOptions: true, servers: true, reads: redisReader},
+	{name: "sqlite3", kind: "sqlite", servers: true, reads: sqlReader, dialect: "sqlite3", file: true},
+	{name: "duckdb", kind: "duckdb", servers: true, reads: sqlReader, dialect: "duckdb", file: true},
+}
+
+// dbToolFor returns the database tool named base.
+func dbToolFor(base string) (dbTool, bool) {
+	for _, t := range dbTools {
+		if t.name == base {
+			return t, true
+		}
+	}
+	return dbTool{}, false
+}
+
+// serverVars are the environment variables that name the server of a
+// kind, when no option does. A value the parser does not know
+// (PGSERVICE names an entry of a file) is reported as a dynamic host:
+// the server may be remote.
+func serverVars(kind string) (hosts, indirect []string) {
+	switch kind {
+	case "postgres":
 		return []string{"PGHOST", "PGHOSTADDR"}, []string{"PGSERVICE", "PGSERVICEFILE"}
-	case "mysql", "mariadb", "mysqldump", "mariadb-dump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck":
+	case "mysql":
 		return []string{"MYSQL_HOST"}, []string{"MYSQL_TEST_LOGIN_FILE"}
-	case "cqlsh":
+	case "cassandra":
 		return []string{"CQLSH_HOST"}, nil
-	case "clickhouse-client":
+	case "clickhouse":
 		return []string{"CLICKHOUSE_HOST"}, nil
 	}
 	return nil, nil
 }
 
-// dbHosts adds to c.Hosts the servers a database tool is given other than
-// by -h or a URL (which the policy reads from the arguments): a libpq
+// dbHosts adds to c.Hosts the servers a database tool is given other
+// than by -h or a URL (which its words say; hosts.go): a libpq
 // conninfo string as the database name, the environment, a mongosh or
 // cqlsh address operand, an option file.
-func (w *walker) dbHosts(c *Command, base string) {
-	hostVars, indirect := dbServerVars(base)
+func (w *walker) dbHosts(c *Command, t dbTool) {
+	hostVars, indirect := serverVars(t.kind)
 	for _, name := range hostVars {
 		if v, set, known := w.childVar(c, name); set {
-			c.Hosts = append(c.Hosts, Arg{Value: v, Dynamic: !known})
+			c.Hosts = append(c.Hosts, server(v, !known))
 		}
 	}
 	for _, name := range indirect {
 		if v, set, _ := w.childVar(c, name); set {
-			c.Hosts = append(c.Hosts, Arg{Value: "$" + name + "=" + v, Dynamic: true})
+			c.Hosts = append(c.Hosts, Host{Value: "$" + name + "=" + v, Dynamic: true})
 		}
 	}
 	args := c.Argv[1:]
 	conninfo := func(a Arg) {
 		if a.Dynamic {
 			// "$DATABASE_URL": any server.
-			c.Hosts = append(c.Hosts, a)
+			c.Hosts = append(c.Hosts, Host{Value: a.Value, Dynamic: true})
 			return
 		}
 		c.Hosts = append(c.Hosts, conninfoHosts(a.Value)...)
@@ -75,27 +164,26 @@ func (w *walker) dbHosts(c *Command, base string) {
 		case strings.HasPrefix(v, "--dbname=") || strings.HasPrefix(v, "--uri=") || strings.HasPrefix(v, "--url="):
 			_, rest, _ := strings.Cut(v, "=")
 			conninfo(Arg{Value: rest})
-		case strings.HasPrefix(v, "-d") && len(v) > 2 && (base == "psql" || strings.HasPrefix(base, "pg_")):
+		case strings.HasPrefix(v, "-d") && len(v) > 2 && t.gluedDB:
 			conninfo(Arg{Value: v[2:]})
 		case strings.HasPrefix(v, "--defaults-file") || strings.HasPrefix(v, "--defaults-extra-file") || strings.HasPrefix(v, "--login-path") || strings.HasPrefix(v, "--cqlshrc") || strings.HasPrefix(v, "--config-file"):
 			// The server is named in a file.
-			c.Hosts = append(c.Hosts, Arg{Value: v, Dynamic: true})
+			c.Hosts = append(c.Hosts, Host{Value: v, Dynamic: true})
 		case strings.HasPrefix(v, "-"):
-			if dbValueOption(base, v) {
+			if dbValueOption(t, v) {
 				i++
 			}
 		default:
 			if operand == 0 {
-				switch base {
-				case "psql", "pg_dump", "pg_isready", "createdb", "dropdb", "vacuumdb", "reindexdb", "clusterdb", "pgbench":
+				switch t.operand {
+				case conninfoOp:
 					conninfo(a)
-				case "mongosh", "mongo":
-					// [host[:port]/]db, or a .js file to run.
+				case mongoAddrOp:
 					if h, _, ok := strings.Cut(v, "/"); ok && !strings.HasSuffix(v, ".js") {
-						c.Hosts = append(c.Hosts, Arg{Value: h})
+						c.Hosts = append(c.Hosts, server(h, false))
 					}
-				case "cqlsh":
-					c.Hosts = append(c.Hosts, Arg{Value: v})
+				case cqlshHostOp:
+					c.Hosts = append(c.Hosts, server(v, false))
 				}
 			}
 			operand++
@@ -105,14 +193,12 @@ func (w *walker) dbHosts(c *Command, base string) {
 
 // dbValueOption reports whether a database tool's option takes the next
 // word as its value, for finding the operands.
-func dbValueOption(base, v string) bool {
+func dbValueOption(t dbTool, v string) bool {
 	if strings.Contains(v, "=") {
 		return false
 	}
-	if o, ok := dbOptionTable(base); ok {
-		if k, ok := o[v]; ok {
-			return k != dbFlag
-		}
+	if k, ok := t.options[v]; ok {
+		return k != dbFlag
 	}
 	switch v {
 	case "-h", "--host", "-p", "--port", "-U", "--username", "-u", "--user", "-f", "--file", "-t", "--table", "-n", "--schema", "-F", "--format", "-j", "--jobs", "-S", "--socket":
@@ -152,12 +238,12 @@ func (w *walker) childVar(c *Command, name string) (value string, set, known boo
 
 // conninfoHosts returns the hosts a libpq connection string names
 // (host=a,b hostaddr=c), or a dynamic host for a service entry. A URI is
-// left to the policy, which reads URLs from the arguments.
-func conninfoHosts(s string) []Arg {
+// one of the words that name servers (hosts.go).
+func conninfoHosts(s string) []Host {
 	if !strings.Contains(s, "=") || strings.Contains(s, "://") {
 		return nil
 	}
-	var out []Arg
+	var out []Host
 	for _, kv := range strings.Fields(s) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -168,36 +254,36 @@ func conninfoHosts(s string) []Arg {
 		case "host", "hostaddr":
 			for _, h := range strings.Split(v, ",") {
 				if h != "" {
-					out = append(out, Arg{Value: h})
+					out = append(out, server(h, false))
 				}
 			}
 		case "service", "servicefile":
-			out = append(out, Arg{Value: kv, Dynamic: true})
+			out = append(out, Host{Value: kv, Dynamic: true})
 		}
 	}
 	return out
 }
 
 // database says whether the statements a database client runs only read.
-// sqlite3 and duckdb write their database file when they may write.
-func (w *walker) database(s *syntax.Stmt, c *Command, base string) {
+// A file database (sqlite3, duckdb) writes its file when they may write.
+func (w *walker) database(s *syntax.Stmt, c *Command, t dbTool) {
 	c.SQL = "write"
-	if base == "redis-cli" {
+	if t.reads == redisReader {
 		if redisReadOnly(c.Argv[1:]) {
 			c.SQL = "read-only"
 		}
 		return
 	}
-	texts, opts, ok := sqlTexts(c, base)
+	texts, opts, ok := sqlTexts(c, t)
 	if ok && len(texts) > 0 {
 		ro := true
-		for _, t := range texts {
-			if base == "mongosh" || base == "mongo" {
-				ro = ro && mongoReadOnly(t)
+		for _, text := range texts {
+			if t.reads == mongoReader {
+				ro = ro && mongoReadOnly(text)
 			} else {
-				ro = ro && sqlReadOnly(t, base, opts.vars)
+				ro = ro && sqlReadOnly(text, t.dialect, opts.vars)
 			}
-			if strings.Contains(t, "://") {
+			if strings.Contains(text, "://") {
 				c.Network = true // read_csv('https://…'), url(…)
 			}
 		}
@@ -205,7 +291,7 @@ func (w *walker) database(s *syntax.Stmt, c *Command, base string) {
 			c.SQL = "read-only"
 		}
 	}
-	if (base == "sqlite3" || base == "duckdb") && c.SQL == "write" {
+	if t.file && c.SQL == "write" {
 		c.WritesKnown = true
 		if db, ok := firstOperand(c.Argv[1:]); ok && db.Value != ":memory:" {
 			c.Writes = append(c.Writes, w.resolveAt(c, db))
@@ -305,22 +391,6 @@ var (
 	}
 )
 
-func dbOptionTable(base string) (map[string]dbOpt, bool) {
-	switch base {
-	case "psql":
-		return psqlOptions, true
-	case "mysql", "mariadb":
-		return mysqlOptions, true
-	case "clickhouse-client":
-		return clickhouseOptions, true
-	case "cqlsh":
-		return cqlshOptions, true
-	case "mongosh", "mongo":
-		return mongoOptions, true
-	}
-	return nil, false
-}
-
 // sqlOpts is what the options said besides the statements.
 type sqlOpts struct {
 	vars bool // psql variables were set
@@ -331,13 +401,10 @@ type sqlOpts struct {
 // a here-document. ok is false when the client may run statements the
 // parser cannot read, or its options may write: an option that is not
 // known to only read, a script file, a start-up file, a dynamic option.
-func sqlTexts(c *Command, base string) (texts []string, o sqlOpts, ok bool) {
+func sqlTexts(c *Command, t dbTool) (texts []string, o sqlOpts, ok bool) {
 	args := c.Argv[1:]
-	sqlite := base == "sqlite3" || base == "duckdb"
-	table, _ := dbOptionTable(base)
-	if sqlite {
-		table = nil
-	}
+	sqlite := t.file
+	table := t.options
 	var operands []Arg
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -367,7 +434,7 @@ func sqlTexts(c *Command, base string) (texts []string, o sqlOpts, ok bool) {
 			name, rest, _ := strings.Cut(v, "=")
 			kind = table[name]
 			val = &Arg{Value: rest}
-			if kind == dbFlag && base == "mysql" || kind == dbFlag && base == "mariadb" {
+			if kind == dbFlag && t.dialect == "mysql" {
 				kind = dbValue // --password=x
 			}
 		case table[v] != 0:
@@ -375,7 +442,7 @@ func sqlTexts(c *Command, base string) (texts []string, o sqlOpts, ok bool) {
 		case !strings.HasPrefix(v, "--") && len(v) > 2:
 			// Bundled short options, the last of which may take a value
 			// glued on or in the next word: -At, -cSELECT, -Ne 'select 1'.
-			kind, val = bundled(table, base, v)
+			kind, val = bundled(table, t.dialect, v)
 		}
 		if kind == 0 {
 			return nil, o, false
@@ -410,7 +477,7 @@ func sqlTexts(c *Command, base string) (texts []string, o sqlOpts, ok bool) {
 			}
 			texts = append(texts, a.Value)
 		}
-	} else if base == "mongosh" || base == "mongo" {
+	} else if t.reads == mongoReader {
 		for k, a := range operands {
 			if k > 0 || strings.HasSuffix(a.Value, ".js") {
 				return nil, o, false // a script file to run
@@ -426,11 +493,11 @@ func sqlTexts(c *Command, base string) (texts []string, o sqlOpts, ok bool) {
 // bundled reads a word of bundled short options (getopt's -At, -cSQL):
 // what its last option is, and the value glued on, if any. kind is 0 when
 // some letter is not a known option.
-func bundled(table map[string]dbOpt, base, v string) (dbOpt, *Arg) {
+func bundled(table map[string]dbOpt, dialect, v string) (dbOpt, *Arg) {
 	kind := dbFlag
 	for j := 1; j < len(v); j++ {
 		k := table["-"+v[j:j+1]]
-		if (base == "mysql" || base == "mariadb") && v[j] == 'p' {
+		if dialect == "mysql" && v[j] == 'p' {
 			return dbFlag, nil // -pSECRET
 		}
 		switch k {

@@ -17,6 +17,14 @@
 // file system) is walked once per item with NAME bound to it, so the facts
 // name each path the loop writes.
 //
+// The facts also say what a command reaches: the servers its words,
+// options and environment name ([Command.Hosts]: URLs, host words,
+// host:path for the copying programs, a database tool's -h and PGHOST),
+// each marked as this machine or another, and whether the statements a
+// database client runs only read ([Command.SQL]). A caller matches
+// these facts and need not read the arguments again. What the parser
+// knows of each database tool is one row of one table (database.go).
+//
 // The walk follows what each shell can see. A subshell ( ), a pipeline
 // or a substitution starts with a copy of the variables, functions and
 // aliases of its shell, and what it changes stays there. A child process

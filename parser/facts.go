@@ -136,11 +136,15 @@ type Command struct {
 	// run time (push.default upstream, a configuration the step itself
 	// changed first).
 	PushRefs []string
-	// Hosts are the servers a database tool connects to that its
-	// arguments do not name by -h or a URL: PGHOST and the like, a libpq
-	// connection string, a mongosh or cqlsh address. A dynamic Arg may
-	// be any server.
-	Hosts []Arg
+	// Hosts are the servers the command names, as a program that
+	// reaches servers reads its words (hosts.go): URLs, host names and
+	// host:port, host:path for the copying programs (rsync, scp,
+	// rclone), and for a database tool its -h and --host, PGHOST and the
+	// like, a libpq connection string, a mongosh or cqlsh address. A
+	// program that reaches no server may name words that only look like
+	// host names (notes.txt): the policy asks about hosts only of the
+	// programs it says reach them.
+	Hosts []Host
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string
@@ -164,6 +168,19 @@ func (c *Command) Name() string {
 		return ""
 	}
 	return c.Argv[0].Value
+}
+
+// Host is one server a command names.
+type Host struct {
+	// Value is the word that names it, as written: a URL, host[:port],
+	// user@host:path, a connection string's host.
+	Value string
+	// Dynamic is set when the server is known only at run time: it may
+	// be any.
+	Dynamic bool
+	// Loopback is set when the server is this machine: localhost, a
+	// loopback address, a socket path, a file: or unix: URL.
+	Loopback bool
 }
 
 // Write is one path a command writes.

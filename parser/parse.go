@@ -609,6 +609,7 @@ func (w *walker) record(c Command) {
 	if w.st.shadow {
 		c.Shadowed = true
 	}
+	wordHosts(&c)
 	w.facts.Commands = append(w.facts.Commands, c)
 	w.noteRepoWrites(c)
 }

@@ -54,8 +54,9 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 	if w.runner(s, c, base) {
 		return
 	}
-	if _, indirect := dbServerVars(base); indirect != nil || isDatabase(base) {
-		w.dbHosts(c, base)
+	db, isDB := dbToolFor(base)
+	if isDB && db.servers {
+		w.dbHosts(c, db)
 	}
 	switch {
 	case base == "venv" || base == "virtualenv":
@@ -69,8 +70,8 @@ func (w *walker) program(s *syntax.Stmt, c *Command) {
 		w.node(s, c)
 	case base == "perl":
 		w.perl(s, c)
-	case isDatabase(base):
-		w.database(s, c, base)
+	case isDB && db.reads != noReader:
+		w.database(s, c, db)
 	case base == "ruby" || base == "php" || base == "lua" || base == "Rscript" || base == "osascript" || base == "tclsh":
 		w.interpreterCode(s, c, "-e", "-r")
 	case base == "sed" || base == "gsed":

@@ -4,16 +4,17 @@ import (
 	"strings"
 )
 
-// sqlReadOnly reports whether SQL given to a database client (base) only
-// reads. It holds when every statement starts with a reading keyword,
-// names no writing keyword, calls only functions known to be pure, and
-// uses only the client commands (psql's \d, sqlite3's .tables) that print.
-// The text is read both with and without backslash escapes in quotes (a
+// sqlReadOnly reports whether SQL only reads, as the client dialect
+// names ([dbTool].dialect: psql, mysql, sqlite3, duckdb, …) reads it. It
+// holds when every statement starts with a reading keyword, names no
+// writing keyword, calls only functions known to be pure, and uses only
+// the client commands (psql's \d, sqlite3's .tables) that print. The
+// text is read both with and without backslash escapes in quotes (a
 // dialect may take either), and each reading must pass.
-func sqlReadOnly(sql, base string, vars bool) bool {
+func sqlReadOnly(sql, dialect string, vars bool) bool {
 	for _, esc := range []bool{false, true} {
-		blank, ok := sqlBlank(sql, base, esc)
-		if !ok || !sqlBlankReadOnly(blank, base, vars) {
+		blank, ok := sqlBlank(sql, dialect, esc)
+		if !ok || !sqlBlankReadOnly(blank, dialect, vars) {
 			return false
 		}
 	}
@@ -24,13 +25,13 @@ func sqlReadOnly(sql, base string, vars bool) bool {
 // comments made blanks, keeping quoted identifiers as plain words. ok is
 // false when a quote or comment does not end, or a comment may run
 // (MySQL's /*! … */).
-func sqlBlank(sql, base string, esc bool) (string, bool) {
+func sqlBlank(sql, dialect string, esc bool) (string, bool) {
 	var b strings.Builder
-	mysql := base == "mysql" || base == "mariadb"
+	mysql := dialect == "mysql"
 	for i := 0; i < len(sql); i++ {
 		ch := sql[i]
 		switch {
-		case ch == '\'' || ch == '"' || ch == '`' && base != "psql" || ch == '[' && base == "sqlite3":
+		case ch == '\'' || ch == '"' || ch == '`' && dialect != "psql" || ch == '[' && dialect == "sqlite3":
 			end := ch
 			if ch == '[' {
 				end = ']'
@@ -79,7 +80,7 @@ func sqlBlank(sql, base string, esc bool) (string, bool) {
 			}
 			b.WriteByte(' ')
 			i += j + 3
-		case ch == '$' && base == "psql":
+		case ch == '$' && dialect == "psql":
 			// $tag$ … $tag$
 			k := i + 1
 			for k < len(sql) && (isWordByte(sql[k]) && !(sql[k] >= '0' && sql[k] <= '9' && k == i+1)) {
@@ -129,11 +130,11 @@ var (
 )
 
 // sqlBlankReadOnly checks SQL whose literals sqlBlank emptied.
-func sqlBlankReadOnly(blank, base string, vars bool) bool {
-	if !sqlClientCommands(blank, base) {
+func sqlBlankReadOnly(blank, dialect string, vars bool) bool {
+	if !sqlClientCommands(blank, dialect) {
 		return false
 	}
-	if base == "psql" {
+	if dialect == "psql" {
 		if strings.ContainsRune(blank, '`') {
 			return false // a meta-command's argument in backquotes runs a shell
 		}
@@ -145,11 +146,11 @@ func sqlBlankReadOnly(blank, base string, vars bool) bool {
 			return false
 		}
 	}
-	if base == "mysql" || base == "mariadb" {
+	if dialect == "mysql" {
 		blank = strings.NewReplacer(`\G`, ";", `\g`, ";").Replace(blank)
 	}
 	for _, stmt := range strings.Split(blank, ";") {
-		st := strings.TrimSpace(sqlDotLines(stmt, base))
+		st := strings.TrimSpace(sqlDotLines(stmt, dialect))
 		if st == "" {
 			continue
 		}
@@ -229,9 +230,9 @@ func psqlStrip(blank string) (string, bool) {
 // sqlClientCommands checks the commands of the client itself, which run
 // wherever they appear: psql's backslash commands, mysql's, and
 // sqlite3's dot-commands at the start of a line.
-func sqlClientCommands(blank, base string) bool {
-	switch base {
-	case "mysql", "mariadb":
+func sqlClientCommands(blank, dialect string) bool {
+	switch dialect {
+	case "mysql":
 		for i := strings.IndexByte(blank, '\\'); i >= 0; i = strings.IndexByte(blank, '\\') {
 			if i+1 >= len(blank) || strings.IndexByte("Ggcq", blank[i+1]) < 0 {
 				return false // \! runs a shell, \T tees, \. sources, \P pages
@@ -254,8 +255,8 @@ func sqlClientCommands(blank, base string) bool {
 }
 
 // sqlDotLines drops sqlite3's dot-command lines (checked already).
-func sqlDotLines(stmt, base string) string {
-	if base != "sqlite3" && base != "duckdb" || !strings.Contains(stmt, ".") {
+func sqlDotLines(stmt, dialect string) string {
+	if dialect != "sqlite3" && dialect != "duckdb" || !strings.Contains(stmt, ".") {
 		return stmt
 	}
 	lines := strings.Split(stmt, "\n")

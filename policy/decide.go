@@ -2,8 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net"
-	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -52,14 +50,23 @@ type Command struct {
 	// PushRefs are the refspecs a push's configuration adds ("" for one
 	// known only at run time); see the parser's Command.PushRefs.
 	PushRefs []string
-	// Hosts are servers a database tool reaches that its arguments do
-	// not name (PGHOST, a conninfo string); a dynamic one may be any.
-	Hosts  []Arg
+	// Hosts are the servers the command names: its URLs and host
+	// words, a database tool's -h, PGHOST, connection string (see the
+	// parser's Command.Hosts). The policy's hosts: reads these, never
+	// the arguments.
+	Hosts  []Server
 	Cwd    string // "" when unknown
 	Writes []Write
 	Via    string
 	// OwnSignal: a kill of the shell itself or its own jobs only.
 	OwnSignal bool
+}
+
+// Server is one server a command names.
+type Server struct {
+	Value    string
+	Dynamic  bool // known only at run time: may be any
+	Loopback bool // this machine
 }
 
 // Write is one path a command writes.
@@ -714,35 +721,6 @@ func (r *Rule) subEnd(c *Command) int {
 		}
 	}
 	return c.Sub + 1
-}
-
-// isLoopback reports whether a URL or host argument names this machine.
-func isLoopback(s string) (host string, loop bool) {
-	h := s
-	if u, err := url.Parse(s); err == nil && u.Host != "" {
-		h = u.Hostname()
-	} else {
-		if i := strings.IndexAny(h, "/"); i >= 0 {
-			h = h[:i]
-		}
-		if at := strings.LastIndexByte(h, '@'); at >= 0 {
-			h = h[at+1:]
-		}
-		if hh, _, err := net.SplitHostPort(h); err == nil {
-			h = hh
-		}
-	}
-	h = strings.Trim(h, "[]")
-	if strings.HasPrefix(s, "file:") || strings.HasPrefix(s, "unix:") {
-		return "", true
-	}
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") || h == "0.0.0.0" || h == "::" {
-		return h, true
-	}
-	if ip := net.ParseIP(h); ip != nil {
-		return h, ip.IsLoopback()
-	}
-	return h, false
 }
 
 // ruleIndex finds the rules that can name a program without trying every

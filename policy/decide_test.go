@@ -198,6 +198,16 @@ func redirect(path string, resolved bool) policy.Command {
 		Writes: []policy.Write{{Path: path, Resolved: resolved}}}
 }
 
+// reaching is c naming the servers hosts, as the parser reports them
+// (its Command.Hosts): the policy reads no server from the arguments.
+func reaching(c policy.Command, hosts ...policy.Server) policy.Command {
+	c.Hosts = hosts
+	return c
+}
+
+func remoteAt(v string) policy.Server   { return policy.Server{Value: v} }
+func loopbackAt(v string) policy.Server { return policy.Server{Value: v, Loopback: true} }
+
 func with(c policy.Command, f func(*policy.Command)) policy.Command {
 	f(&c)
 	return c
@@ -333,33 +343,33 @@ func TestDecide(t *testing.T) {
 		// if_args and unless_args.
 		{
 			name:    "multi-word if_args",
-			in:      one(cmd("1:1", "curl -X POST https://api.example.com/items")),
+			in:      one(reaching(cmd("1:1", "curl -X POST https://api.example.com/items"), remoteAt("https://api.example.com/items"))),
 			egress:  true,
 			verdict: policy.Deny,
 			reasons: []policy.Reason{send},
 		},
 		{
 			name:    "multi-word if_args needs the words in a row",
-			in:      one(cmd("1:1", "curl POST -X https://api.example.com/items")),
+			in:      one(reaching(cmd("1:1", "curl POST -X https://api.example.com/items"), remoteAt("https://api.example.com/items"))),
 			egress:  true,
 			reasons: []policy.Reason{remote},
 		},
 		{
 			name:    "multi-word if_args needs every word",
-			in:      one(cmd("1:1", "curl -X GET https://api.example.com/POST")),
+			in:      one(reaching(cmd("1:1", "curl -X GET https://api.example.com/POST"), remoteAt("https://api.example.com/POST"))),
 			egress:  true,
 			reasons: []policy.Reason{remote},
 		},
 		{
 			name:    "multi-word if_args with a dynamic word is possible",
-			in:      one(cmd("1:1", "curl -X $METHOD https://api.example.com/items")),
+			in:      one(reaching(cmd("1:1", "curl -X $METHOD https://api.example.com/items"), remoteAt("https://api.example.com/items"))),
 			egress:  true,
 			verdict: policy.Deny,
 			reasons: []policy.Reason{send, remote},
 		},
 		{
 			name:    "if_args glob",
-			in:      one(cmd("1:1", "curl --data-binary=@x https://api.example.com")),
+			in:      one(reaching(cmd("1:1", "curl --data-binary=@x https://api.example.com"), remoteAt("https://api.example.com"))),
 			egress:  true,
 			verdict: policy.Deny,
 			reasons: []policy.Reason{send},
@@ -385,45 +395,45 @@ func TestDecide(t *testing.T) {
 		// hosts.
 		{
 			name:    "loopback URL",
-			in:      one(cmd("1:1", "curl http://localhost:8080/health")),
+			in:      one(reaching(cmd("1:1", "curl http://localhost:8080/health"), loopbackAt("http://localhost:8080/health"))),
 			reasons: []policy.Reason{rs("http-local", atHTTPLocal, policy.None)},
 		},
 		{
 			name:    "loopback IPv4",
-			in:      one(cmd("1:1", "curl -s http://127.0.0.1:9000/")),
+			in:      one(reaching(cmd("1:1", "curl -s http://127.0.0.1:9000/"), loopbackAt("http://127.0.0.1:9000/"))),
 			reasons: []policy.Reason{rs("http-local", atHTTPLocal, policy.None)},
 		},
 		{
 			name:    "loopback IPv6",
-			in:      one(cmd("1:1", "curl http://[::1]:80/")),
+			in:      one(reaching(cmd("1:1", "curl http://[::1]:80/"), loopbackAt("http://[::1]:80/"))),
 			reasons: []policy.Reason{rs("http-local", atHTTPLocal, policy.None)},
 		},
 		{
 			name:    "loopback host without a scheme",
-			in:      one(cmd("1:1", "wget localhost:8080/x")),
+			in:      one(reaching(cmd("1:1", "wget localhost:8080/x"), loopbackAt("localhost:8080/x"))),
 			reasons: []policy.Reason{rs("http-local", atHTTPLocal, policy.None)},
 		},
 		{
 			name:    "remote URL",
-			in:      one(cmd("1:1", "curl https://example.com")),
+			in:      one(reaching(cmd("1:1", "curl https://example.com"), remoteAt("https://example.com"))),
 			egress:  true,
 			reasons: []policy.Reason{remote},
 		},
 		{
 			name:    "remote host without a scheme",
-			in:      one(cmd("1:1", "wget -q example.com/file")),
+			in:      one(reaching(cmd("1:1", "wget -q example.com/file"), remoteAt("example.com/file"))),
 			egress:  true,
 			reasons: []policy.Reason{remote},
 		},
 		{
 			name:    "one remote URL among loopback ones",
-			in:      one(cmd("1:1", "curl http://localhost/a https://example.com/b")),
+			in:      one(reaching(cmd("1:1", "curl http://localhost/a https://example.com/b"), loopbackAt("http://localhost/a"), remoteAt("https://example.com/b"))),
 			egress:  true,
 			reasons: []policy.Reason{remote},
 		},
 		{
 			name:    "dynamic host may be either",
-			in:      one(cmd("1:1", "wget $URL")),
+			in:      one(reaching(cmd("1:1", "wget $URL"), policy.Server{Value: "$URL", Dynamic: true})),
 			egress:  true,
 			reasons: []policy.Reason{rs("version", atVersion, policy.None), rs("http-local", atHTTPLocal, policy.None), remote},
 		},

@@ -2,10 +2,8 @@ package policy
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/undosh/undosh/internal/pathglob"
 )
@@ -45,7 +43,7 @@ func (r *Rule) match(c *Command) (matches, sure bool) {
 		}
 	}
 	if r.Hosts != "" {
-		remote, maybe := remoteHosts(path.Base(c.Argv[0].Value), args, c.Hosts)
+		remote, maybe := c.remote()
 		switch {
 		case r.Hosts == "remote" && !remote && !maybe:
 			return false, false
@@ -274,110 +272,19 @@ func (r *PathRule) matches(p, home string) bool {
 	return false
 }
 
-// remoteHosts looks at the URL and host arguments: remote is set when one
-// of them names another machine, maybe when a dynamic argument might.
-func remoteHosts(base string, args []Arg, hosts []Arg) (remote, maybe bool) {
-	for _, h := range hosts {
-		if h.Dynamic {
-			maybe = true
-		} else if _, loop := isLoopback(h.Value); !loop && !strings.HasPrefix(h.Value, "/") {
-			return true, false
-		}
-	}
-	if hostOptions(base) {
-		// Database clients name their server with -h or a URL; their
-		// operands are database names and commands.
-		for i, a := range args {
-			var h *Arg
-			switch {
-			case (a.Value == "-h" || a.Value == "--host" || a.Value == "-H") && i+1 < len(args):
-				h = &args[i+1]
-			case strings.HasPrefix(a.Value, "--host="):
-				h = &Arg{Value: strings.TrimPrefix(a.Value, "--host="), Dynamic: a.Dynamic}
-			case strings.HasPrefix(a.Value, "-h") && len(a.Value) > 2 && !strings.HasPrefix(a.Value, "--"):
-				h = &Arg{Value: a.Value[2:], Dynamic: a.Dynamic}
-			case strings.Contains(a.Value, "://"):
-				h = &a
-			}
-			if h == nil {
-				continue
-			}
-			if h.Dynamic {
-				maybe = true
-				continue
-			}
-			if _, loop := isLoopback(h.Value); !loop && !strings.HasPrefix(h.Value, "/") {
-				return true, false
-			}
-		}
-		return false, maybe
-	}
-	urls := false
-	for _, a := range args {
-		if strings.Contains(a.Value, "://") {
-			urls = true
-		}
-	}
-	for _, a := range args {
-		v := a.Value
+// remote reports whether a server the command names is another
+// machine, or, when none surely is, whether one known only at run time
+// may be.
+func (c *Command) remote() (remote, maybe bool) {
+	for _, h := range c.Hosts {
 		switch {
-		case urls && !strings.Contains(v, "://"):
-			continue
-		case a.Dynamic:
-			if urls || !strings.HasPrefix(v, "-") {
-				maybe = true
-			}
-			continue
-		case !urls && (strings.HasPrefix(v, "-") || !hostLike().MatchString(v)):
-			continue
-		case !urls && !scpStyle(base) && !strings.Contains(strings.SplitN(v, ":", 2)[0], ".") && !strings.HasPrefix(v, "localhost"):
-			// host:path names a host only for scp-like programs.
-			continue
-		case !urls && copyStyle(base) && !hostPath(v):
-			// rsync, scp and rclone name another machine as host:path
-			// (or host::module); a word without the colon is a local
-			// path, dots and all (config.yaml).
-			continue
-		}
-		if _, loop := isLoopback(v); !loop {
+		case h.Dynamic:
+			maybe = true
+		case !h.Loopback:
 			return true, false
 		}
 	}
 	return false, maybe
-}
-
-func scpStyle(base string) bool {
-	switch base {
-	case "rsync", "scp", "sftp", "rclone", "ssh":
-		return true
-	}
-	return false
-}
-
-// copyStyle reports the copying programs whose operands are local paths
-// unless they say host:path.
-func copyStyle(base string) bool {
-	switch base {
-	case "rsync", "scp", "rclone":
-		return true
-	}
-	return false
-}
-
-// hostPath reports whether an operand of rsync, scp or rclone names
-// another machine: a colon before any slash.
-func hostPath(v string) bool {
-	i := strings.IndexByte(v, ':')
-	return i > 0 && !strings.Contains(v[:i], "/")
-}
-
-func hostOptions(base string) bool {
-	switch base {
-	case "psql", "mysql", "mariadb", "clickhouse-client", "cqlsh", "mongosh", "mongo", "redis-cli", "pg_dump", "pg_dumpall", "pg_restore",
-		"pg_isready", "createdb", "dropdb", "createuser", "dropuser", "mysqldump", "mysqladmin", "mongodump", "mongorestore", "mongoimport", "mongoexport":
-		return true
-	}
-	return false
 }
 
 // matchProgram matches the program name: base names, or full paths for
@@ -404,7 +311,3 @@ func (r *Rule) matchProgram(name string) bool {
 	}
 	return false
 }
-
-var hostLike = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^([\w.-]+@)?((localhost|\[[0-9a-fA-F:]+\]|[\w-]+(\.[\w-]+)+)(:\d+)?(/\S*)?|[\w.-]+:\S*)$`)
-})

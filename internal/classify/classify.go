@@ -312,7 +312,7 @@ func Input(f *parser.Facts) policy.Input {
 			pc.Argv[i] = policy.Arg{Value: a.Value, Dynamic: a.Dynamic}
 		}
 		for _, h := range c.Hosts {
-			pc.Hosts = append(pc.Hosts, policy.Arg{Value: h.Value, Dynamic: h.Dynamic})
+			pc.Hosts = append(pc.Hosts, policy.Server{Value: h.Value, Dynamic: h.Dynamic, Loopback: h.Loopback})
 		}
 		for _, w := range c.Writes {
 			pc.Writes = append(pc.Writes, policy.Write{Path: w.Path, Resolved: w.Resolved, Tree: w.Tree,
