@@ -95,9 +95,9 @@ var dbTools = []dbTool{
 
 // dbToolFor returns the database tool named base.
 func dbToolFor(base string) (dbTool, bool) {
-	for _, t := range dbTools {
-		if t.name == base {
-			return t, true
+	for i := range dbTools {
+		if dbTools[i].name == base {
+			return dbTools[i], true
 		}
 	}
 	return dbTool{}, false

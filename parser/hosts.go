@@ -170,7 +170,7 @@ func hostForm(s string) bool {
 		return true // name:rest
 	}
 	var rest string
-	switch n := len(s) - len(strings.TrimLeft(s, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_.-")); {
+	switch n := prefixLen(s, wordDotDash); {
 	case strings.HasPrefix(s, "localhost") && portPath(s[len("localhost"):]):
 		return true
 	case strings.HasPrefix(s, "["):
@@ -190,22 +190,24 @@ func hostForm(s string) bool {
 // dottedName reports whether s is two or more parts of letters, digits,
 // '_' and '-', joined by dots.
 func dottedName(s string) bool {
-	parts := strings.Split(s, ".")
-	if len(parts) < 2 {
-		return false
-	}
-	for _, p := range parts {
-		if p == "" || !allBytes(p, wordDash) {
+	dots, part := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '.' && part > 0:
+			dots, part = dots+1, 0
+		case wordDash(s[i]):
+			part++
+		default:
 			return false
 		}
 	}
-	return true
+	return dots > 0 && part > 0
 }
 
 // portPath reports whether s is [:port][/path].
 func portPath(s string) bool {
 	if rest, ok := strings.CutPrefix(s, ":"); ok {
-		n := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+		n := prefixLen(rest, digit)
 		if n == 0 {
 			return false
 		}
@@ -213,6 +215,8 @@ func portPath(s string) bool {
 	}
 	return s == "" || s[0] == '/' && !hasSpace(s[1:])
 }
+
+func digit(b byte) bool { return '0' <= b && b <= '9' }
 
 func wordDash(b byte) bool {
 	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '-'
@@ -224,13 +228,16 @@ func hexColon(b byte) bool {
 	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F' || b == ':'
 }
 
-func allBytes(s string, ok func(byte) bool) bool {
-	for i := 0; i < len(s); i++ {
-		if !ok(s[i]) {
-			return false
-		}
+func allBytes(s string, ok func(byte) bool) bool { return prefixLen(s, ok) == len(s) }
+
+// prefixLen returns the length of the longest prefix of s whose bytes
+// are ok.
+func prefixLen(s string, ok func(byte) bool) int {
+	i := 0
+	for i < len(s) && ok(s[i]) {
+		i++
 	}
-	return true
+	return i
 }
 
 // hasSpace reports whether s holds white space as regular expressions
