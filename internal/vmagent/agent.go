@@ -79,8 +79,8 @@ type inLine struct {
 }
 
 // reader reads lines from a host's stream into lines, which it closes
-// when reading fails, with err set (nil at the end of a connection), and
-// then done.
+// when reading fails, with err set (nil at the end of a connection), done
+// closed just before.
 // On a device (the virtio-serial port) the end is not for good: it reads
 // as at its end while no host is connected, and tells of no host that
 // connects. There one reader serves one host after another, marking each
@@ -88,15 +88,17 @@ type inLine struct {
 // ends by reading what the next host sends.
 type reader struct {
 	lines chan inLine
-	done  chan struct{} // closed after lines, when the reader has ended
+	done  chan struct{} // closed when the reader has ended, just before lines
 	err   error         // set before done is closed
 }
 
 func newReader(r io.Reader, device bool) *reader {
 	rd := &reader{lines: make(chan inLine), done: make(chan struct{})}
 	go func() {
-		defer close(rd.done)
+		// done first: a session that finds lines closed finds the
+		// reader ended.
 		defer close(rd.lines)
+		defer close(rd.done)
 		br := bufio.NewReader(r)
 		read := false // a line since the last end
 		for {
