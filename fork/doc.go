@@ -1,7 +1,7 @@
 // Package fork is the local fork engine: it runs a machine-changing step
 // in a copy of the machine, offline, and keeps the copy's changes only if
-// verify passes (research/fork-engine.md has the measured prototype and
-// its pitfalls; DESIGN.md §5 the place of the engine in undosh).
+// verify passes (docs/design.md has the engine's place in undosh and the
+// pitfalls it is built around).
 //
 // It is not a snapshot and not a security boundary. Files the copy has
 // not written are read live from the real root, so a change made on the

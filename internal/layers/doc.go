@@ -17,5 +17,6 @@
 //     it may import leaves, engines and the rest of the middle;
 //   - the shell: one invocation, and its sessions;
 //   - test support is imported by tests only;
-//   - the top is the commands (cmd/, bench/), which nothing imports.
+//   - the top is the commands (cmd/, bench/) and the documentation's
+//     link test (docs/), which nothing imports.
 package layers
