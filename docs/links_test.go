@@ -184,7 +184,6 @@ var (
 // it is fixed, and the test fails while one listed is no longer broken.
 var knownBroken = map[string]string{
 	"fork/rootless.go: docs/fork.md":                         "no docs/fork.md yet; docs/design.md or the README's \"Without root\" holds the rootless copy",
-	"internal/qemu/qemu.go: research/vm-host-feasibility.md": "not in the repository; docs/design.md has its figures",
 }
 
 // Every markdown file that the markdown (as `path.md`) or a Go comment

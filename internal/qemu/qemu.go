@@ -2,8 +2,8 @@
 // memory, processes and disk, as a VM host for undosh does (issue 20;
 // docs/undohost.md). A [Machine] is one qemu process with its own
 // directory: the top qcow2 layer of its disk, its QMP and console
-// sockets. [Machine.Fork] makes a running copy by the live method that
-// research/vm-host-feasibility.md measured: the copy waits for the
+// sockets. [Machine.Fork] makes a running copy by the live method
+// (docs/undohost.md, its fork row): the copy waits for the
 // original's memory over a Unix socket, the original stops only for the
 // last round of the migration, during which its disk's top layer is
 // frozen (each side goes on writing a layer of its own over it), then
