@@ -183,7 +183,7 @@ var (
 // fix (only doc.go files and markdown are its own): each is removed when
 // it is fixed, and the test fails while one listed is no longer broken.
 var knownBroken = map[string]string{
-	"fork/rootless.go: docs/fork.md":                         "no docs/fork.md yet; docs/design.md or the README's \"Without root\" holds the rootless copy",
+	"fork/rootless.go: docs/fork.md": "no docs/fork.md yet; docs/design.md or the README's \"Without root\" holds the rootless copy",
 }
 
 // Every markdown file that the markdown (as `path.md`) or a Go comment
