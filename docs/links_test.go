@@ -182,9 +182,7 @@ var (
 // knownBroken are citations in Go code that this package's change may not
 // fix (only doc.go files and markdown are its own): each is removed when
 // it is fixed, and the test fails while one listed is no longer broken.
-var knownBroken = map[string]string{
-	"fork/rootless.go: docs/fork.md": "no docs/fork.md yet; docs/design.md or the README's \"Without root\" holds the rootless copy",
-}
+var knownBroken = map[string]string{}
 
 // Every markdown file that the markdown (as `path.md`) or a Go comment
 // names is in the repository, read from the citing file's directory or

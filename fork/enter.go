@@ -184,7 +184,7 @@ type initReport struct {
 // /proc, /sys and /dev, brings up lo (the only network), pivots into the
 // copy, drops the risky capabilities and runs o.Argv. When the session
 // ends, every process it left is killed; with o.Leftovers, they are
-// listed in Result.Leftovers and ended gracefully first (package doc,
+// listed in Result.Leftovers and ended gracefully first (docs/fork.md,
 // "Processes a session leaves running"). Sessions in the same copy see
 // each other's files (the step, then verify), one at a time: Run returns
 // ErrBusy while another session runs.

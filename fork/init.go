@@ -22,7 +22,7 @@ import (
 // Init is the copy's pid 1. A main whose argv[0] (base name) is
 // [InitName] must call it first thing and exit with its result. It reads
 // its instructions from fd 3, builds the copy's view of the machine (see
-// the package documentation for the sequence), runs the session as its
+// docs/fork.md, "A session", for the sequence), runs the session as its
 // child, reaps every process, writes a report to fd 4 and returns the
 // session's exit status (128+n for signal n), or 125 when it could not
 // build the copy or start the session. It refuses to do anything unless

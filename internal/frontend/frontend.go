@@ -1,6 +1,6 @@
 // Package frontend builds undosh-fast, the C front end (front/undosh-fast.c),
 // for the tests and tools that need one: the compiler's flags live here
-// once, and the README's set-up command spells the same ones.
+// once, and the README's set-up command spells the same ones but -Wall.
 package frontend
 
 import (
