@@ -36,6 +36,9 @@ type liveStep struct {
 	// that has run a while counts, should it end during the step.
 	targets []procs.Proc
 	unknown string
+	// named is how many of targets (the first ones) the step names: the
+	// processes its kill is sure to signal.
+	named int
 }
 
 // liveServices picks from all the services that names (a step's live
@@ -224,6 +227,7 @@ func (r *run) prepareLive(names []string) (why string) {
 			}
 		}
 	}
+	l.named = len(l.targets)
 	if l.unknown != "" {
 		l.targets = append(l.targets, longLived(l.targets)...)
 	}
@@ -287,9 +291,17 @@ func (l *liveStep) checkpointServices(ctx context.Context, rec *journal.Record) 
 	return nil
 }
 
+// dying is how long, once a step has ended, undosh waits for the
+// processes its kill named to end: a signal is sent by the time kill
+// returns, but the process it ends may not have run its exit yet.
+const dying = 500 * time.Millisecond
+
 // killed records, once the step has ended, which of its targets are gone.
+// It waits up to dying for those the step named, not for the rest (a
+// kill whose targets are known only at run time), most of which live on.
 func (l *liveStep) killed(rec *journal.Record) {
 	if l != nil {
+		procs.WaitGone(l.targets[:l.named], dying)
 		rec.Killed = procs.Gone(l.targets)
 	}
 }

@@ -144,7 +144,7 @@ func TestLiveKill(t *testing.T) {
 	got := runWith(t, undoshBin, ws, env, "bash", "-c", "kill "+strconv.Itoa(cmd.Process.Pid))
 	lines := undoshLines(got.stderr)
 	if got.code != 0 || len(lines) != 1 || !strings.Contains(lines[0], "ended 1 process") || !strings.Contains(lines[0], "memory") {
-		t.Fatalf("kill of the sandbox's process: %+v", got)
+		t.Fatalf("kill of the sandbox's process: %+v\nrecord %v", got, lastRecord(t, env))
 	}
 	waitFor(t, func() bool { return len(findArgv(t, argv)) == 0 })
 	rec := lastRecord(t, env)
