@@ -28,7 +28,6 @@ import (
 	"github.com/undosh/undosh/internal/realshell"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
-	"github.com/undosh/undosh/internal/where"
 	"github.com/undosh/undosh/policy"
 	"github.com/undosh/undosh/watch"
 )
@@ -600,11 +599,8 @@ func (d *doctor) state() {
 		if d.rep.Login != nil {
 			uid, home = d.rep.Login.UID, d.rep.Login.Home
 		}
-		switch {
-		case uid == 0:
-			si.Dir = d.r.host(where.StateDir)
-		case home != "":
-			si.Dir = d.r.host(filepath.Join(home, ".local/state/undosh"))
+		if dir := state.Home(uid, home); dir != "" {
+			si.Dir = d.r.host(dir)
 		}
 	}
 	if si.Dir == "" {

@@ -29,13 +29,28 @@ func Dir(flag string, getenv func(string) string, uid int) string {
 	case getenv("UNDOSH_STATE_DIR") != "":
 		return getenv("UNDOSH_STATE_DIR")
 	case uid == 0:
-		return where.StateDir
+		return Home(0, "")
 	case getenv("XDG_STATE_HOME") != "":
 		return filepath.Join(getenv("XDG_STATE_HOME"), "undosh")
 	case getenv("HOME") != "" && exists(getenv("HOME")):
-		return filepath.Join(getenv("HOME"), ".local", "state", "undosh")
+		return Home(uid, getenv("HOME"))
 	}
 	return homeless(uid)
+}
+
+// Home is the state directory that undosh gives a user by default, from
+// the user's id and home directory alone: /var/lib/undosh for root,
+// HOME/.local/state/undosh for anyone else, "" for a user without a home.
+// [Dir] adds the flag, the environment and the homeless case; doctor reads
+// it for a login user of an image, whose environment it does not have.
+func Home(uid int, home string) string {
+	switch {
+	case uid == 0:
+		return where.StateDir
+	case home != "":
+		return filepath.Join(home, ".local", "state", "undosh")
+	}
+	return ""
 }
 
 func exists(p string) bool {

@@ -52,6 +52,23 @@ func TestDir(t *testing.T) {
 	}
 }
 
+func TestHome(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		uid        int
+		home, want string
+	}{
+		{0, "/root", "/var/lib/undosh"},
+		{0, "", "/var/lib/undosh"},
+		{1000, "/home/me", "/home/me/.local/state/undosh"},
+		{1000, "", ""},
+	} {
+		if got := Home(tt.uid, tt.home); got != tt.want {
+			t.Errorf("Home(%d, %q) = %q, want %q", tt.uid, tt.home, got, tt.want)
+		}
+	}
+}
+
 // The fork engine's directory is left out of every checkpoint, whatever
 // the policy excludes, and the policy's own list is not changed.
 func TestStoreOptions(t *testing.T) {
