@@ -943,34 +943,48 @@ func (w *walker) tar(c *Command) {
 	file, dir, top := Arg{}, Arg{}, Arg{}
 	var aside []Arg // files tar writes besides the archive and the members
 	var operands []Arg
-	// Old-style bundled options: tar xzf file.
+	// short applies one of tar's one-letter options, and reports whether
+	// it takes a value; value gives the value, and false when there is
+	// none to give.
+	short := func(ch rune, value func() (Arg, bool)) bool {
+		switch ch {
+		case 't', 'd':
+			list = true
+		case 'x':
+			extract = true
+		case 'c', 'r', 'u', 'A':
+			create = true
+		case 'O':
+			toStdout = true
+		case 'P':
+			absolute = true
+		case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g', 'H':
+			if val, ok := value(); ok {
+				switch ch {
+				case 'f':
+					file = val
+				case 'C':
+					dir = val
+				case 'g':
+					aside = append(aside, val)
+				}
+			}
+			return true
+		}
+		return false
+	}
+	// Old-style bundled options: tar xzf file, each value the next word.
 	if first := args[0]; !first.Dynamic && !strings.HasPrefix(first.Value, "-") {
 		rest := args[1:]
 		for _, ch := range first.Value {
-			switch ch {
-			case 't', 'd':
-				list = true
-			case 'x':
-				extract = true
-			case 'c', 'r', 'u', 'A':
-				create = true
-			case 'O':
-				toStdout = true
-			case 'P':
-				absolute = true
-			case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g', 'H':
-				if len(rest) > 0 {
-					switch ch {
-					case 'f':
-						file = rest[0]
-					case 'C':
-						dir = rest[0]
-					case 'g':
-						aside = append(aside, rest[0])
-					}
-					rest = rest[1:]
+			short(ch, func() (Arg, bool) {
+				if len(rest) == 0 {
+					return Arg{}, false
 				}
-			}
+				val := rest[0]
+				rest = rest[1:]
+				return val, true
+			})
 		}
 		args = rest
 	}
@@ -1026,32 +1040,15 @@ func (w *walker) tar(c *Command) {
 			w.unknownAt(c.Pos, "tar runs a program named in its options", c.Text)
 		case strings.HasPrefix(v, "--"):
 		case strings.HasPrefix(v, "-") && len(v) > 1:
+			// A value is the rest of the word, or the next word.
 			for j := 1; j < len(v); j++ {
-				switch v[j] {
-				case 't', 'd':
-					list = true
-				case 'x':
-					extract = true
-				case 'c', 'r', 'u', 'A':
-					create = true
-				case 'O':
-					toStdout = true
-				case 'P':
-					absolute = true
-				case 'f', 'C', 'T', 'X', 'b', 'N', 'K', 'L', 'V', 'g', 'H':
-					val := Arg{Value: v[j+1:]}
-					if val.Value == "" {
-						val = next()
+				if short(rune(v[j]), func() (Arg, bool) {
+					if v[j+1:] != "" {
+						return Arg{Value: v[j+1:]}, true
 					}
-					switch v[j] {
-					case 'f':
-						file = val
-					case 'C':
-						dir = val
-					case 'g':
-						aside = append(aside, val)
-					}
-					j = len(v)
+					return next(), true
+				}) {
+					break
 				}
 			}
 		default:
