@@ -1,3 +1,8 @@
+//go:build ignore
+
+// The line above keeps the go command from building this file: it sits
+// beside the Go package front, the server it asks, and is built by cc.
+
 /*
  * undosh-fast: undosh's fast front end, installed as bash.
  *

@@ -44,7 +44,7 @@ type step struct {
 // stepDecision is how a step runs, and why.
 type stepDecision struct {
 	res   classify.Result
-	route route
+	route Route
 	// cwd is the working directory the step was judged in.
 	cwd string
 }
@@ -53,11 +53,11 @@ type stepDecision struct {
 // finds too (bash -n) stops it there, so that only what comes before the
 // error is judged; one the real shell does not find is unknown code. A
 // read-only step that runs sudo (or doas, su, runuser) as another user
-// than root gets [routeSudo]: the read-only limit would stop its sudo.
+// than root gets [RouteSudo]: the read-only limit would stop its sudo.
 func decideStep(s step) stepDecision {
 	cwd := shellDir(s.cwd, s.envMap)
 	if s.src.passThrough {
-		return stepDecision{route: routePlain, cwd: cwd}
+		return stepDecision{route: RoutePlain, cwd: cwd}
 	}
 	env := s.envMap
 	o := classify.Options{Policy: s.pol, Cwd: cwd, Env: env, POSIX: s.inv.POSIX, Unseen: s.src.unseen, StateDir: s.stateDir,
@@ -68,8 +68,8 @@ func decideStep(s step) stepDecision {
 		res = classify.Decide(s.src.text, o)
 	}
 	rt := routeOf(res.Decision, enforcingIn(func(k string) string { return env[k] }, s.pol))
-	if rt == routeLimited && limitStopsSudo(runsAsRoot(res.Facts), s.uid) {
-		rt = routeSudo
+	if rt == RouteLimited && limitStopsSudo(runsAsRoot(res.Facts), s.uid) {
+		rt = RouteSudo
 	}
 	return stepDecision{res: res, route: rt, cwd: cwd}
 }

@@ -871,7 +871,7 @@ func plural(n int, one, many string) string {
 }
 
 // finishRollbacks completes rollbacks that were cut short.
-func finishRollbacks(e *Env, stateDir string) {
+func finishRollbacks(e *Process, stateDir string) {
 	j, err := journal.Open(stateDir)
 	if err != nil {
 		return
@@ -921,7 +921,7 @@ func finishRollbacks(e *Env, stateDir string) {
 
 // policyOrDefault loads the policy in force, or the default when it is
 // broken (finishing a rollback needs only its checkpoint settings).
-func policyOrDefault(e *Env) *policy.Policy {
+func policyOrDefault(e *Process) *policy.Policy {
 	if p, err := classify.LoadPolicy(classify.PolicyPath("", e.Getenv), ""); err == nil {
 		return p
 	}

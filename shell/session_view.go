@@ -94,7 +94,7 @@ func (v *sessionView) share(roots []string) error {
 	if len(need) == 0 {
 		return nil
 	}
-	self, err := selfExe()
+	self, err := enforce.Self()
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (v *sessionView) putBack(b *beyond) error {
 		// line ended the session (`…; exit 3`).
 		return nil
 	}
-	self, err := selfExe()
+	self, err := enforce.Self()
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ type source struct {
 const quiet = 300 * time.Millisecond
 
 // readSource reads the commands of inv.
-func readSource(inv Invocation, e *Env) (source, error) {
+func readSource(inv Invocation, e *Process) (source, error) {
 	switch inv.Mode {
 	case ModeCommand:
 		return source{text: inv.Command}, nil
@@ -179,7 +179,7 @@ func findScript(name, cwd string, getenv func(string) string) (source, error) {
 // regular file is read in place (bash reads it from the same offset), a
 // pipe is read to its end and relayed through a new pipe (a memory file
 // when it is too large for one).
-func readStdin(inv Invocation, e *Env) (source, error) {
+func readStdin(inv Invocation, e *Process) (source, error) {
 	if e.Closed(0) {
 		return source{passThrough: true}, nil
 	}

@@ -16,6 +16,8 @@
 //     step, the journal, installing, the sandbox host, the guest agent);
 //     it may import leaves, engines and the rest of the middle;
 //   - the shell: one invocation, and its sessions;
+//   - servers answer many invocations, each decided by the shell's
+//     rule: the front end's server (front);
 //   - test support is imported by tests only;
 //   - the top is the commands (cmd/, bench/) and the documentation's
 //     link test (docs/), which nothing imports.
