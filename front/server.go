@@ -24,12 +24,15 @@ import (
 	"github.com/undosh/undosh/shell"
 )
 
-// Options configure the server.
+// Options configure the server. StateDir must be set.
 type Options struct {
+	// StateDir is the state directory served: the socket is
+	// state.SocketPath of it.
 	StateDir string
 	// Idle ends the server after this long without a request. Zero
 	// means 15 minutes.
-	Idle   time.Duration
+	Idle time.Duration
+	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
 }
 
