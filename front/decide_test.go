@@ -31,8 +31,8 @@ func loadCommands(t *testing.T) []corpus.Line {
 
 // The outcome of a step, as either decider says it: "exec" (the real
 // shell, as it is), "limit" (the real shell under the read-only limit)
-// or "protect" (undosh protects it: the classifier hands it to undosh).
-func classifierOutcome(a answer) string {
+// or "protect" (undosh protects it: the server hands it to undosh).
+func serverOutcome(a answer) string {
 	switch a.verdict {
 	case 'E':
 		return "exec"
@@ -65,12 +65,12 @@ type decideConfig struct {
 }
 
 // TestSameDecision runs every command of the corpus through both deciders,
-// the classifier's answer to a front end and undosh's own run.main, and
-// checks that they agree: the classifier execs the real shell exactly
+// the server's answer to a front end and undosh's own run.main, and
+// checks that they agree: the server execs the real shell exactly
 // when undosh would, puts it under the read-only limit exactly when undosh
 // would, and hands everything else to undosh. The working directory is
 // $HOME, which no workspace holds: a read-only step then has no
-// checkpoint to take, and the classifier never hands one over because
+// checkpoint to take, and the server never hands one over because
 // its checkpoint would walk (the one thing it legitimately leaves to
 // undosh after the shared rule).
 func TestSameDecision(t *testing.T) {
@@ -138,7 +138,7 @@ func TestSameDecision(t *testing.T) {
 			defer c.watch.Close()
 			peer := &unix.Ucred{Pid: int32(os.Getpid()), Uid: cf.uid}
 			if cf.workspace {
-				// The workspace's checkpoints walk until the classifier's
+				// The workspace's checkpoints walk until the server's
 				// watchers have seen one (the first starts them); from
 				// then on they tell that nothing changed.
 				pol, ok := c.policy(getenv, stateDir)
@@ -166,15 +166,15 @@ func TestSameDecision(t *testing.T) {
 				}
 				argv := cf.argv(cc.Command, script)
 				a := c.answer(request{argv: argv, env: env, cwd: cwd}, peer)
-				// The classifier journals the read-only steps it passes.
+				// The server journals the read-only steps it passes.
 				for len(c.records) > 0 {
 					<-c.records
 				}
-				got := classifierOutcome(a)
+				got := serverOutcome(a)
 				want := undoshDecides(t, argv, env, getenv, cwd, stateDir, int(cf.uid))
 				seen[want]++
 				if got == "protect" && want != "protect" && cf.workspace {
-					// The classifier takes no checkpoint that walks the
+					// The server takes no checkpoint that walks the
 					// workspace: undosh takes it.
 					pol, _ := c.policy(getenv, stateDir)
 					p := shell.Pass{Policy: pol, StateDir: stateDir, Home: home, Cwd: cwd, Command: cc.Command}
@@ -185,7 +185,7 @@ func TestSameDecision(t *testing.T) {
 					}
 				}
 				if got != want {
-					t.Errorf("%s: %q: the classifier answers %c (%s), undosh would %s it", cc.At(), cc.Command, a.verdict, got, want)
+					t.Errorf("%s: %q: the server answers %c (%s), undosh would %s it", cc.At(), cc.Command, a.verdict, got, want)
 				}
 			}
 			t.Logf("%d commands: %v", len(cmds), seen)
@@ -222,7 +222,7 @@ func undoshDecides(t *testing.T, argv, env []string, getenv func(string) string,
 	return undoshOutcome(rt)
 }
 
-// BenchmarkAnswer times the classifier's answer to a read-only step, and
+// BenchmarkAnswer times the server's answer to a read-only step, and
 // to one with a syntax error that bash finds too (bash -n runs).
 func BenchmarkAnswer(b *testing.B) {
 	bash, err := shell.RealShell("bash", os.Getenv, shell.ConfigFile, nil)

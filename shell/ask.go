@@ -61,7 +61,7 @@ func Ask(q Query) Pass {
 	}
 	env := environ(q.Env)
 	getenv := func(k string) string { return env[k] }
-	inv := ParseArgsFrom(q.Argv, q.Execfn, q.Cwd, getenv)
+	inv := parseInvocation(q.Argv, q.Execfn, q.Cwd, getenv)
 	// The front end itself is never the real shell: RealShell skips it.
 	real, err := q.RealShell(inv.Personality, getenv)
 	if err != nil {
@@ -77,11 +77,11 @@ func Ask(q Query) Pass {
 	plain := Pass{Route: RoutePlain, Real: real}
 	var src source
 	switch inv.Mode {
-	case ModeNothing:
+	case modeNothing:
 		return plain
-	case ModeCommand:
+	case modeCommand:
 		src = source{text: inv.Command}
-	case ModeScript:
+	case modeScript:
 		if _, ok := fdName(inv.Script); ok {
 			return protect // a file only the caller holds: undosh reads it
 		}
@@ -149,7 +149,7 @@ type Trial struct {
 // `bash -n`. The front end's tests check by it that [Ask] and undosh
 // decide alike.
 func Decide(p *Process, t Trial) (Route, error) {
-	inv := ParseArgsFrom(p.Argv, p.Executed, t.Cwd, p.Getenv)
+	inv := parseInvocation(p.Argv, p.Executed, t.Cwd, p.Getenv)
 	real, err := RealShell(inv.Personality, p.Getenv, p.config(), nil)
 	if err != nil {
 		return RouteProtect, err

@@ -8,18 +8,19 @@ import (
 	"github.com/undosh/undosh/policy"
 )
 
-// A step is decided by one rule wherever it is decided: the classifier
-// answering a front end (classifier.answer) and undosh itself (run.main)
+// A step is decided by one rule wherever it is decided: the front end's
+// server answering a front end ([Ask], for package front) and undosh
+// itself (run.main)
 // both call [decideStep], and each maps the route it returns to its own
 // action. A mismatch between the two would silently skip protection (the
-// classifier execs what undosh would protect) or protect a step twice.
-// What one side cannot do (the classifier reads no caller's stdin, and
+// server execs what undosh would protect) or protect a step twice.
+// What one side cannot do (the server reads no caller's stdin, and
 // takes no checkpoint that walks) it decides before or after the rule,
 // and hands the step to undosh, which then decides it by the same rule.
 
 // step is what both deciders know of a step when they decide how it runs.
 type step struct {
-	inv Invocation
+	inv invocation
 	// src is what the step runs: its text, why it is unseen, whether it
 	// passes through, and the script file read (for `bash -n`).
 	src source

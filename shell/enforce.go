@@ -526,7 +526,7 @@ func (r *run) blockedHint(l *limit, stderr []byte) string {
 // rerunCommand is the step as undoctl run takes it.
 func (r *run) rerunCommand() string {
 	switch r.inv.Mode {
-	case ModeCommand:
+	case modeCommand:
 		return "bash -c " + shquote.Word(r.inv.Command)
 	}
 	var q []string

@@ -230,8 +230,8 @@ func (r *run) handOverOK() bool {
 		return false
 	}
 	switch r.inv.Mode {
-	case ModeCommand:
-	case ModeScript:
+	case modeCommand:
+	case modeScript:
 		// The supervisor reads the script again, with only fds 0, 1
 		// and 2 of this process: not through /dev/fd/N.
 		p := filepath.Clean(r.src.script)

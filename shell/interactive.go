@@ -547,9 +547,9 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 		lr.ctx = ctx
 	}
 	action := "run"
-	p, code, rec := lr.screen(start)
+	p, code, rec := lr.routeProtected(start)
 	switch p {
-	case planDone:
+	case routeDone:
 		action = "skip"
 		if s.ctl != nil && lr.dec.Class == policy.Fork && lr.dec.Verdict != policy.Deny && code != exit.Refused {
 			// The shell will report 130 for a line it did not run: say
@@ -570,7 +570,7 @@ func (s *session) begin(cur *line, text, unseen string, m beginMsg) (string, int
 				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged ($? reads 130 here)", code))
 			}
 		}
-	case planGit:
+	case routeGit:
 		if err := s.view.share(lr.dec.Roots); err != nil {
 			lr.e.say("note: " + err.Error())
 		}
@@ -632,7 +632,7 @@ func (s *session) lineRun(text, cwd string, env []string, envMap map[string]stri
 	e.DieBy = func(syscall.Signal) {} // a line's death is not the session's
 	e.Exec = func(string, []string, []string) error { return errors.New("a session line is not exec'd") }
 	return &run{e: &e, beforeStep: s.settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap, uid: base.uid, inView: s.view != nil,
-		inv: Invocation{Argv: e.Argv, Personality: "bash", Mode: ModeCommand, Command: text}, src: source{text: text}}
+		inv: invocation{Argv: e.Argv, Personality: "bash", Mode: modeCommand, Command: text}, src: source{text: text}}
 }
 
 // noteWriter writes undosh's notes on the session's terminal, each on a

@@ -40,23 +40,24 @@ type Process struct {
 	// Config is the file naming the real shells; "" means [ConfigFile].
 	Config string
 	// Executed is the file the kernel was asked to run (AT_EXECFN), which
-	// decides whether undosh stands in for bash or sh (ShellIsSh); "" is
+	// decides whether undosh stands in for bash or sh (shellIsSh); "" is
 	// undosh by its own name.
 	Executed string
 }
 
-// Main runs one invocation and returns the exit status.
-func Main(e *Process) int {
-	environ0 := e.Environ
+// Main runs the invocation of p and returns its exit status (or, for a
+// step killed by a signal, ends p by the same signal).
+func Main(p *Process) int {
+	environ0 := p.Environ
 	var sup *supervisor
-	e.Environ, sup = takeSupervise(e.Environ)
+	p.Environ, sup = takeSupervise(p.Environ)
 	if sup != nil {
 		// The file run is the shell-to-be's, not this one's (undosh's
 		// own path, which goes by argv[0]).
-		e.Executed = sup.executed
-		return sup.supervise(e, func() int { return mainOf(e, sup, e.Environ) })
+		p.Executed = sup.executed
+		return sup.supervise(p, func() int { return mainOf(p, sup, p.Environ) })
 	}
-	return mainOf(e, nil, environ0)
+	return mainOf(p, nil, environ0)
 }
 
 // mainOf runs the invocation, as the supervisor sup of a step handed over
@@ -68,7 +69,7 @@ func mainOf(e *Process, sup *supervisor, environ0 []string) int {
 	var front os.FileInfo
 	executed := e.Executed
 	e.Environ, front, executed = takeFront(e.Environ, executed)
-	inv := ParseArgsFrom(e.Argv, executed, cwd, e.Getenv)
+	inv := parseInvocation(e.Argv, executed, cwd, e.Getenv)
 	real, err := RealShell(inv.Personality, e.Getenv, e.config(), front)
 	if err != nil {
 		e.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
@@ -185,7 +186,7 @@ func environ(env []string) map[string]string {
 // run is one invocation being decided and protected.
 type run struct {
 	e        *Process
-	inv      Invocation
+	inv      invocation
 	real     string
 	src      source
 	stateDir string
@@ -272,7 +273,8 @@ func (r *run) load() error {
 	return nil
 }
 
-// decide decides the step by [decideStep], as the classifier does, and
+// decide decides the step by [decideStep], as the front end's server does
+// ([Ask]), and
 // returns its route; it runs nothing but `bash -n`.
 func (r *run) decide() Route {
 	d := decideStep(step{inv: r.inv, src: r.src, cwd: r.cwd, env: r.e.Environ, envMap: r.env, pol: r.pol,
@@ -305,7 +307,7 @@ const (
 )
 
 // routeOf is how a step decided d runs, with enforcement on or off (see
-// [decideStep], which both undosh and the classifier call).
+// [decideStep], which both undosh and the front end's server call).
 func routeOf(d policy.Decision, enforcing bool) Route {
 	switch {
 	case d.Class != policy.None || d.Verdict != policy.Run:
