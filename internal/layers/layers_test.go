@@ -66,6 +66,7 @@ var table = map[string]level{
 	"internal/journal":  middle,
 	"internal/machine":  middle,
 	"internal/qemuhost": middle,
+	"internal/session":  middle, // the sessions; shell protects their lines (session.Lines)
 	"internal/state":    middle,
 	"internal/vmagent":  middle,
 	"internal/watchd":   middle,
