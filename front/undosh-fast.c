@@ -1,10 +1,15 @@
+//go:build ignore
+
+// The line above keeps the go command from building this file: it sits
+// beside the Go package front, the server it asks, and is built by cc.
+
 /*
  * undosh-fast: undosh's fast front end, installed as bash.
  *
  * A Go process start costs more than bash itself on a small machine, so
- * this front end, a few kilobytes of C, asks a resident classifier (undosh
- * started as "undosh-classifier") over a Unix socket what to do with the
- * invocation. For a plainly read-only step the answer is the real shell,
+ * this front end, a few kilobytes of C, asks its resident server (undosh
+ * started as "undosh-classifier", the Go package front beside this file)
+ * over a Unix socket what to do with the invocation. For a plainly read-only step the answer is the real shell,
  * which it execs with the caller's argv and environment, under the
  * read-only limit when enforcement is on (the answer carries the plan,
  * which limit.c applies here, in this process); for everything else it
@@ -12,9 +17,12 @@
  *
  * It changes nothing a caller set up: no signal disposition or mask, no
  * standard fd (its socket is close-on-exec), no environment entry for the
- * real shell. When there is no classifier it starts one (detached, for the
- * next invocations) and hands this one to undosh. See shell/serve.go for
- * the wire format.
+ * real shell. When there is no server it starts one (detached, for the
+ * next invocations) and hands this one to undosh.
+ *
+ * The wire format, and what each side does on every error, is
+ * docs/front.md (version 2, magic "UNDOSHQ2"). The names "classifier" and
+ * "classify" in file and variable names are kept for installed systems.
  *
  * Build: cc -O2 -static -o bin/undosh-fast front/undosh-fast.c (one translation
  * unit: it includes the limits of internal/enforce/limit.c). It finds undosh
@@ -160,8 +168,9 @@ static int state_dir(char *out, size_t size) {
 	return n > 0 && (size_t)n < size ? 0 : -1;
 }
 
-/* spawn_classifier starts a detached classifier for the next invocations. */
-static void spawn_classifier(void) {
+/* spawn_server starts a detached server for the next invocations
+ * (docs/front.md §2). */
+static void spawn_server(void) {
 	pid_t p = fork();
 	if (p < 0) {
 		return;
@@ -344,12 +353,12 @@ int main(int argc, char **argv) {
 	}
 	if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
 		if (errno == ENOENT || errno == ECONNREFUSED) {
-			spawn_classifier();
+			spawn_server();
 		}
 		close(fd);
 		exec_undosh(argv);
 	}
-	/* Sent at once, before anything else: the classifier, woken by the
+	/* Sent at once, before anything else (docs/front.md §3): the server, woken by the
 	 * connection, finds the request there. The socket is in the user's
 	 * own state directory; its owner is checked before its answer is
 	 * believed. */
@@ -363,9 +372,9 @@ int main(int argc, char **argv) {
 		close(fd);
 		exec_undosh(argv);
 	}
-	/* The answer: a verdict byte, a length, and
+	/* The answer (docs/front.md §4): a verdict byte, a length, and
 	 * the real shell ('E') or the plan of the limit to exec it under ('L',
-	 * 'N' with a namespace made under it). The classifier closes the
+	 * 'N' with a namespace made under it). The server closes the
 	 * connection after it. */
 	static char ans[5 + 2 * 65536];
 	size_t got = 0;

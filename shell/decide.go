@@ -8,18 +8,19 @@ import (
 	"github.com/undosh/undosh/policy"
 )
 
-// A step is decided by one rule wherever it is decided: the classifier
-// answering a front end (classifier.answer) and undosh itself (run.main)
+// A step is decided by one rule wherever it is decided: the front end's
+// server answering a front end ([Ask], for package front) and undosh
+// itself (run.main)
 // both call [decideStep], and each maps the route it returns to its own
 // action. A mismatch between the two would silently skip protection (the
-// classifier execs what undosh would protect) or protect a step twice.
-// What one side cannot do (the classifier reads no caller's stdin, and
+// server execs what undosh would protect) or protect a step twice.
+// What one side cannot do (the server reads no caller's stdin, and
 // takes no checkpoint that walks) it decides before or after the rule,
 // and hands the step to undosh, which then decides it by the same rule.
 
 // step is what both deciders know of a step when they decide how it runs.
 type step struct {
-	inv Invocation
+	inv invocation
 	// src is what the step runs: its text, why it is unseen, whether it
 	// passes through, and the script file read (for `bash -n`).
 	src source
@@ -44,7 +45,7 @@ type step struct {
 // stepDecision is how a step runs, and why.
 type stepDecision struct {
 	res   classify.Result
-	route route
+	route Route
 	// cwd is the working directory the step was judged in.
 	cwd string
 }
@@ -53,11 +54,11 @@ type stepDecision struct {
 // finds too (bash -n) stops it there, so that only what comes before the
 // error is judged; one the real shell does not find is unknown code. A
 // read-only step that runs sudo (or doas, su, runuser) as another user
-// than root gets [routeSudo]: the read-only limit would stop its sudo.
+// than root gets [RouteSudo]: the read-only limit would stop its sudo.
 func decideStep(s step) stepDecision {
 	cwd := shellDir(s.cwd, s.envMap)
 	if s.src.passThrough {
-		return stepDecision{route: routePlain, cwd: cwd}
+		return stepDecision{route: RoutePlain, cwd: cwd}
 	}
 	env := s.envMap
 	o := classify.Options{Policy: s.pol, Cwd: cwd, Env: env, POSIX: s.inv.POSIX, Unseen: s.src.unseen, StateDir: s.stateDir,
@@ -68,8 +69,8 @@ func decideStep(s step) stepDecision {
 		res = classify.Decide(s.src.text, o)
 	}
 	rt := routeOf(res.Decision, enforcingIn(func(k string) string { return env[k] }, s.pol))
-	if rt == routeLimited && limitStopsSudo(runsAsRoot(res.Facts), s.uid) {
-		rt = routeSudo
+	if rt == RouteLimited && limitStopsSudo(runsAsRoot(res.Facts), s.uid) {
+		rt = RouteSudo
 	}
 	return stepDecision{res: res, route: rt, cwd: cwd}
 }

@@ -131,7 +131,7 @@ type limit struct {
 // be held to its class here; the caller then protects it without a
 // limit (a read-only step as a workspace step).
 func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
-	self, err := selfExe()
+	self, err := enforce.Self()
 	if err != nil {
 		return nil, "undosh cannot find its own executable (" + err.Error() + ")"
 	}
@@ -255,7 +255,7 @@ func (r *run) protectNone() int {
 
 // protectKept protects a read-only step that cannot be held to its class
 // as a workspace step: its workspace checkpointed, so that a wrong guess
-// stays undoable ([routeSudo], or no limit here).
+// stays undoable ([RouteSudo], or no limit here).
 func (r *run) protectKept() int {
 	e := r.e
 	start := time.Now()
@@ -526,7 +526,7 @@ func (r *run) blockedHint(l *limit, stderr []byte) string {
 // rerunCommand is the step as undoctl run takes it.
 func (r *run) rerunCommand() string {
 	switch r.inv.Mode {
-	case ModeCommand:
+	case modeCommand:
 		return "bash -c " + shquote.Word(r.inv.Command)
 	}
 	var q []string

@@ -34,7 +34,7 @@ import (
 // says so before anything else, and the step runs as a child as before.
 
 // superviseVar names the supervisor's end of the socket pair (its fd);
-// superviseExecVar the file the shell-to-be was run as (Env.Executed).
+// superviseExecVar the file the shell-to-be was run as (Process.Executed).
 const (
 	superviseVar     = "UNDOSH_SUPERVISE_FD"
 	superviseExecVar = "UNDOSH_SUPERVISE_EXECFN"
@@ -80,7 +80,7 @@ func takeSupervise(env []string) ([]string, *supervisor) {
 
 // supervise runs main as the supervisor: nothing it runs runs here, and
 // the shell-to-be learns how to end.
-func (s *supervisor) supervise(e *Env, main func() int) int {
+func (s *supervisor) supervise(e *Process, main func() int) int {
 	// The terminal's signals reach the shell directly; this process is
 	// in a group of its own, and says its notices even from there.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
@@ -103,7 +103,7 @@ func (s *supervisor) supervise(e *Env, main func() int) int {
 	return code
 }
 
-// errHandedOver is the supervisor's [Env.Exec] succeeding: the
+// errHandedOver is the supervisor's [Process.Exec] succeeding: the
 // shell-to-be execs.
 var errHandedOver = errors.New("handed over")
 
@@ -230,8 +230,8 @@ func (r *run) handOverOK() bool {
 		return false
 	}
 	switch r.inv.Mode {
-	case ModeCommand:
-	case ModeScript:
+	case modeCommand:
+	case modeScript:
 		// The supervisor reads the script again, with only fds 0, 1
 		// and 2 of this process: not through /dev/fd/N.
 		p := filepath.Clean(r.src.script)

@@ -69,7 +69,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	// step, or a new one for the first.
 	rec.HostBefore = lastHostCheckpoint(j, rec.Host)
 	if rec.HostBefore == "" {
-		rec.HostBefore, _ = HostCheckpoint(c, fmt.Sprintf("undosh-%d-%d-before", step.ID, start.UnixNano()), "", fmt.Sprintf("before step %d", step.ID))
+		rec.HostBefore, _ = hostCheckpoint(c, fmt.Sprintf("undosh-%d-%d-before", step.ID, start.UnixNano()), "", fmt.Sprintf("before step %d", step.ID))
 	}
 	verify := r.machineVerify()
 	rec.Verify = verify
@@ -111,7 +111,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	switch op.State {
 	case hostlink.StateKept:
 		rec.Outcome = journal.Committed
-		rec.HostCheckpoint, _ = HostCheckpoint(c, req.Key+"-after", op.ID, fmt.Sprintf("after step %d", step.ID))
+		rec.HostCheckpoint, _ = hostCheckpoint(c, req.Key+"-after", op.ID, fmt.Sprintf("after step %d", step.ID))
 		rec.SnapshotBytes = checkpointSize(c, rec.HostCheckpoint)
 	case hostlink.StateDiscarded:
 		rec.Outcome = journal.Discarded
@@ -152,9 +152,9 @@ func writerOf(f *os.File) io.Writer {
 	return f
 }
 
-// HostCheckpoint asks the host for a checkpoint of the sandbox (after the
+// hostCheckpoint asks the host for a checkpoint of the sandbox (after the
 // kept operation after, or of the sandbox as it is) and returns its id.
-func HostCheckpoint(c *hostlink.Client, key, after, label string) (string, error) {
+func hostCheckpoint(c *hostlink.Client, key, after, label string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	acc, err := c.Checkpoint(ctx, hostlink.Checkpoint{Key: key, After: after, Label: label})

@@ -8,23 +8,23 @@ import (
 	"sync"
 )
 
-// Mode says where the commands of an invocation come from.
-type Mode int
+// invMode says where the commands of an invocation come from.
+type invMode int
 
 const (
-	// ModeCommand: -c STRING.
-	ModeCommand Mode = iota
-	// ModeScript: a script file named by the first operand.
-	ModeScript
-	// ModeStdin: commands read from standard input (-s, or no operands).
-	ModeStdin
-	// ModeNothing: nothing runs (--version, --help, -n, a bad option);
+	// modeCommand: -c STRING.
+	modeCommand invMode = iota
+	// modeScript: a script file named by the first operand.
+	modeScript
+	// modeStdin: commands read from standard input (-s, or no operands).
+	modeStdin
+	// modeNothing: nothing runs (--version, --help, -n, a bad option);
 	// the real shell prints what it prints.
-	ModeNothing
+	modeNothing
 )
 
-// Invocation is a shell's command line, read the way bash reads it.
-type Invocation struct {
+// invocation is a shell's command line, read the way bash reads it.
+type invocation struct {
 	// Argv is the command line exactly as given, argv[0] included.
 	Argv []string
 	// Personality is "bash" or "sh": the shell undosh stands in for, from
@@ -33,7 +33,7 @@ type Invocation struct {
 	Login       bool
 	Interactive bool // -i
 	POSIX       bool // sh, --posix or -o posix
-	Mode        Mode
+	Mode        invMode
 	// Command is the -c string.
 	Command string
 	// Script is the script operand, as given.
@@ -47,9 +47,9 @@ const (
 	shLetters   = "abcefilmnopsuvxCEIV"
 )
 
-// ParseArgs reads a bash or sh command line. It never fails: a command
-// line bash would refuse gets ModeNothing, and the real shell reports it.
-func ParseArgs(argv []string) Invocation {
+// parseArgsByName reads a bash or sh command line. It never fails: a command
+// line bash would refuse gets modeNothing, and the real shell reports it.
+func parseArgsByName(argv []string) invocation {
 	sh := false
 	if len(argv) > 0 {
 		switch filepath.Base(strings.TrimPrefix(argv[0], "-")) {
@@ -60,21 +60,21 @@ func ParseArgs(argv []string) Invocation {
 	return parseArgs(argv, sh)
 }
 
-// ParseArgsFrom is ParseArgs for a shell that the kernel was asked to run
+// parseInvocation is parseArgsByName for a shell that the kernel was asked to run
 // as the file execfn (AT_EXECFN: the path given to execve; see
 // [Executed]), started in cwd with environment getenv. The file decides
 // which shell undosh stands in for, as it decides which shell the kernel
-// runs (ShellIsSh); argv[0] decides only what bash itself decides by it
+// runs ([shellIsSh]); argv[0] decides only what bash itself decides by it
 // (POSIX mode for a name sh, a login shell for a leading '-').
-func ParseArgsFrom(argv []string, execfn, cwd string, getenv func(string) string) Invocation {
-	return parseArgs(argv, len(argv) > 0 && ShellIsSh(execfn, argv[0], cwd, getenv))
+func parseInvocation(argv []string, execfn, cwd string, getenv func(string) string) invocation {
+	return parseArgs(argv, len(argv) > 0 && shellIsSh(execfn, argv[0], cwd, getenv))
 }
 
 // systemShells are where a system keeps its sh: undosh reached through
 // one of them (undoctl install --sh) stands in for sh.
 var systemShells = []string{"/bin/sh", "/usr/bin/sh"}
 
-// ShellIsSh reports whether an invocation of undosh run as the file
+// shellIsSh reports whether an invocation of undosh run as the file
 // execfn, with argv[0] argv0, in cwd, stands in for the system's sh rather
 // than for bash:
 //
@@ -84,12 +84,12 @@ var systemShells = []string{"/bin/sh", "/usr/bin/sh"}
 //     elsewhere, as bash's own tests make with cp $THIS_SH $TMPDIR/sh), it
 //     is bash, which goes into POSIX mode by itself when argv[0] is sh;
 //   - run as undosh itself (its own file name, or no execfn known), it is
-//     what argv[0] names ([SystemSh]): the caller asked undosh by name.
-func ShellIsSh(execfn, argv0, cwd string, getenv func(string) string) bool {
+//     what argv[0] names ([systemSh]): the caller asked undosh by name.
+func shellIsSh(execfn, argv0, cwd string, getenv func(string) string) bool {
 	if execfn == "" || strings.HasPrefix(filepath.Base(execfn), "undosh") {
 		switch filepath.Base(strings.TrimPrefix(argv0, "-")) {
 		case "sh", "dash", "ash":
-			return SystemSh(argv0, cwd, getenv)
+			return systemSh(argv0, cwd, getenv)
 		}
 		return false
 	}
@@ -118,7 +118,7 @@ func ShellIsSh(execfn, argv0, cwd string, getenv func(string) string) bool {
 }
 
 // systemShellPaths are systemShells with their directories resolved,
-// once: the classifier decides by them on every request.
+// once: the front end's server decides by them on every request.
 var systemShellPaths = sync.OnceValue(func() []string {
 	sys := make([]string, 0, len(systemShells))
 	for _, s := range systemShells {
@@ -138,11 +138,11 @@ func resolveDir(p string) string {
 	return filepath.Join(dir, filepath.Base(p))
 }
 
-// SystemSh reports whether argv0, a shell's argv[0] in cwd with PATH from
+// systemSh reports whether argv0, a shell's argv[0] in cwd with PATH from
 // getenv, names the system's sh: the file /bin/sh (or /usr/bin/sh) is, or
 // a name other than sh. It is false for another file named sh, such as a
 // copy of bash, which bash runs in POSIX mode.
-func SystemSh(argv0, cwd string, getenv func(string) string) bool {
+func systemSh(argv0, cwd string, getenv func(string) string) bool {
 	name := strings.TrimPrefix(argv0, "-")
 	if filepath.Base(name) != "sh" {
 		return true
@@ -179,8 +179,8 @@ func SystemSh(argv0, cwd string, getenv func(string) string) bool {
 }
 
 // parseArgs reads argv as sh's command line, or as bash's.
-func parseArgs(argv []string, sh bool) Invocation {
-	inv := Invocation{Argv: argv, Personality: "bash", Mode: ModeStdin}
+func parseArgs(argv []string, sh bool) invocation {
+	inv := invocation{Argv: argv, Personality: "bash", Mode: modeStdin}
 	if len(argv) == 0 {
 		return inv
 	}
@@ -214,15 +214,15 @@ long:
 		case "--rcfile", "--init-file":
 			i++
 			if i >= len(args) {
-				inv.Mode = ModeNothing
+				inv.Mode = modeNothing
 				return inv
 			}
 		case "--version", "--help", "--dump-strings", "--dump-po-strings":
-			inv.Mode = ModeNothing
+			inv.Mode = modeNothing
 			return inv
 		default:
 			if strings.HasPrefix(a, "--") && a != "--" {
-				inv.Mode = ModeNothing // bash: invalid option
+				inv.Mode = modeNothing // bash: invalid option
 				return inv
 			}
 			break long
@@ -244,7 +244,7 @@ long:
 		on := a[0] == '-'
 		for _, ch := range a[1:] {
 			if !strings.ContainsRune(letters, ch) {
-				inv.Mode = ModeNothing // invalid option
+				inv.Mode = modeNothing // invalid option
 				return inv
 			}
 			switch ch {
@@ -276,22 +276,22 @@ long:
 		}
 	}
 	if noexec || dump || pretty && !cmd {
-		inv.Mode = ModeNothing
+		inv.Mode = modeNothing
 		return inv
 	}
 	ops := args[i:]
 	switch {
 	case cmd:
 		if len(ops) == 0 {
-			inv.Mode = ModeNothing // -c: option requires an argument
+			inv.Mode = modeNothing // -c: option requires an argument
 			return inv
 		}
-		inv.Mode = ModeCommand
+		inv.Mode = modeCommand
 		inv.Command = ops[0]
 	case stdin || len(ops) == 0:
-		inv.Mode = ModeStdin
+		inv.Mode = modeStdin
 	default:
-		inv.Mode = ModeScript
+		inv.Mode = modeScript
 		inv.Script = ops[0]
 	}
 	return inv

@@ -13,59 +13,59 @@ func TestParseArgs(t *testing.T) {
 	tests := []struct {
 		name string
 		argv []string
-		want Invocation
+		want invocation
 	}{
-		{"no arguments reads stdin", []string{"bash"}, Invocation{Personality: "bash", Mode: ModeStdin}},
-		{"-c", []string{"bash", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"-c with name and args", []string{"bash", "-c", "echo $0 $1", "n", "a"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "echo $0 $1"}},
-		{"-lc (Codex)", []string{"bash", "-lc", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
-		{"-l -c (E2B)", []string{"/bin/bash", "-l", "-c", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
-		{"-i -c (Aider)", []string{"/bin/bash", "-i", "-c", "ls"}, Invocation{Personality: "bash", Interactive: true, Mode: ModeCommand, Command: "ls"}},
-		{"login argv[0]", []string{"-bash", "-c", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
-		{"--login first", []string{"bash", "--login", "--norc", "-c", "ls"}, Invocation{Personality: "bash", Login: true, Mode: ModeCommand, Command: "ls"}},
-		{"--rcfile takes a value", []string{"bash", "--rcfile", "-c", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"-c after other flags", []string{"bash", "-e", "-o", "pipefail", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"-c before other flags", []string{"bash", "-c", "-e", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"-o in a group takes the next word", []string{"bash", "-eo", "pipefail", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"-o posix", []string{"bash", "-o", "posix", "-c", "ls"}, Invocation{Personality: "bash", POSIX: true, Mode: ModeCommand, Command: "ls"}},
-		{"+o posix", []string{"bash", "+o", "posix", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"--posix", []string{"bash", "--posix", "-c", "ls"}, Invocation{Personality: "bash", POSIX: true, Mode: ModeCommand, Command: "ls"}},
-		{"-- ends options", []string{"bash", "--", "-x.sh", "a"}, Invocation{Personality: "bash", Mode: ModeScript, Script: "-x.sh"}},
-		{"- ends options", []string{"bash", "-", "script"}, Invocation{Personality: "bash", Mode: ModeScript, Script: "script"}},
-		{"script with args", []string{"bash", "run.sh", "-c", "x"}, Invocation{Personality: "bash", Mode: ModeScript, Script: "run.sh"}},
-		{"-s with args", []string{"bash", "-s", "a", "b"}, Invocation{Personality: "bash", Mode: ModeStdin}},
-		{"-c wins over -s", []string{"bash", "-s", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"sh", []string{"sh", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeCommand, Command: "ls"}},
-		{"/bin/sh", []string{"/bin/sh", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeCommand, Command: "ls"}},
-		{"-sh login", []string{"-sh"}, Invocation{Personality: "sh", POSIX: true, Login: true, Mode: ModeStdin}},
-		{"sh has no long options", []string{"sh", "--posix", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeNothing}},
-		{"--version", []string{"bash", "--version"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"--help", []string{"bash", "--help"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"-n runs nothing", []string{"bash", "-n", "x.sh"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"-c without its string", []string{"bash", "-c"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"-o alone lists options, then reads stdin", []string{"bash", "-o"}, Invocation{Personality: "bash", Mode: ModeStdin}},
-		{"+O alone lists options, then runs -c", []string{"bash", "-c", "ls", "+O"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"+c is -c", []string{"bash", "+c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"+s is -s for bash", []string{"bash", "+s", "a"}, Invocation{Personality: "bash", Mode: ModeStdin}},
-		{"+s undoes -s for sh", []string{"sh", "-s", "+s", "a.sh"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeScript, Script: "a.sh"}},
-		{"+n undoes -n", []string{"bash", "-n", "+n", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"-D runs nothing", []string{"bash", "-D", "+D", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"--debug runs", []string{"bash", "--debug", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"--pretty-print runs -c", []string{"bash", "--pretty-print", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeCommand, Command: "ls"}},
-		{"--pretty-print prints a script", []string{"bash", "--pretty-print", "x.sh"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"sh -V (dash's vi mode)", []string{"sh", "-V", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeCommand, Command: "ls"}},
-		{"sh has no -h", []string{"sh", "-h", "-c", "ls"}, Invocation{Personality: "sh", POSIX: true, Mode: ModeNothing}},
-		{"invalid option", []string{"bash", "-Z", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"invalid long option", []string{"bash", "--nope", "-c", "ls"}, Invocation{Personality: "bash", Mode: ModeNothing}},
-		{"empty argv", nil, Invocation{Personality: "bash", Mode: ModeStdin}},
+		{"no arguments reads stdin", []string{"bash"}, invocation{Personality: "bash", Mode: modeStdin}},
+		{"-c", []string{"bash", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"-c with name and args", []string{"bash", "-c", "echo $0 $1", "n", "a"}, invocation{Personality: "bash", Mode: modeCommand, Command: "echo $0 $1"}},
+		{"-lc (Codex)", []string{"bash", "-lc", "ls"}, invocation{Personality: "bash", Login: true, Mode: modeCommand, Command: "ls"}},
+		{"-l -c (E2B)", []string{"/bin/bash", "-l", "-c", "ls"}, invocation{Personality: "bash", Login: true, Mode: modeCommand, Command: "ls"}},
+		{"-i -c (Aider)", []string{"/bin/bash", "-i", "-c", "ls"}, invocation{Personality: "bash", Interactive: true, Mode: modeCommand, Command: "ls"}},
+		{"login argv[0]", []string{"-bash", "-c", "ls"}, invocation{Personality: "bash", Login: true, Mode: modeCommand, Command: "ls"}},
+		{"--login first", []string{"bash", "--login", "--norc", "-c", "ls"}, invocation{Personality: "bash", Login: true, Mode: modeCommand, Command: "ls"}},
+		{"--rcfile takes a value", []string{"bash", "--rcfile", "-c", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"-c after other flags", []string{"bash", "-e", "-o", "pipefail", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"-c before other flags", []string{"bash", "-c", "-e", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"-o in a group takes the next word", []string{"bash", "-eo", "pipefail", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"-o posix", []string{"bash", "-o", "posix", "-c", "ls"}, invocation{Personality: "bash", POSIX: true, Mode: modeCommand, Command: "ls"}},
+		{"+o posix", []string{"bash", "+o", "posix", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"--posix", []string{"bash", "--posix", "-c", "ls"}, invocation{Personality: "bash", POSIX: true, Mode: modeCommand, Command: "ls"}},
+		{"-- ends options", []string{"bash", "--", "-x.sh", "a"}, invocation{Personality: "bash", Mode: modeScript, Script: "-x.sh"}},
+		{"- ends options", []string{"bash", "-", "script"}, invocation{Personality: "bash", Mode: modeScript, Script: "script"}},
+		{"script with args", []string{"bash", "run.sh", "-c", "x"}, invocation{Personality: "bash", Mode: modeScript, Script: "run.sh"}},
+		{"-s with args", []string{"bash", "-s", "a", "b"}, invocation{Personality: "bash", Mode: modeStdin}},
+		{"-c wins over -s", []string{"bash", "-s", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"sh", []string{"sh", "-c", "ls"}, invocation{Personality: "sh", POSIX: true, Mode: modeCommand, Command: "ls"}},
+		{"/bin/sh", []string{"/bin/sh", "-c", "ls"}, invocation{Personality: "sh", POSIX: true, Mode: modeCommand, Command: "ls"}},
+		{"-sh login", []string{"-sh"}, invocation{Personality: "sh", POSIX: true, Login: true, Mode: modeStdin}},
+		{"sh has no long options", []string{"sh", "--posix", "-c", "ls"}, invocation{Personality: "sh", POSIX: true, Mode: modeNothing}},
+		{"--version", []string{"bash", "--version"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"--help", []string{"bash", "--help"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"-n runs nothing", []string{"bash", "-n", "x.sh"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"-c without its string", []string{"bash", "-c"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"-o alone lists options, then reads stdin", []string{"bash", "-o"}, invocation{Personality: "bash", Mode: modeStdin}},
+		{"+O alone lists options, then runs -c", []string{"bash", "-c", "ls", "+O"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"+c is -c", []string{"bash", "+c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"+s is -s for bash", []string{"bash", "+s", "a"}, invocation{Personality: "bash", Mode: modeStdin}},
+		{"+s undoes -s for sh", []string{"sh", "-s", "+s", "a.sh"}, invocation{Personality: "sh", POSIX: true, Mode: modeScript, Script: "a.sh"}},
+		{"+n undoes -n", []string{"bash", "-n", "+n", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"-D runs nothing", []string{"bash", "-D", "+D", "-c", "ls"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"--debug runs", []string{"bash", "--debug", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"--pretty-print runs -c", []string{"bash", "--pretty-print", "-c", "ls"}, invocation{Personality: "bash", Mode: modeCommand, Command: "ls"}},
+		{"--pretty-print prints a script", []string{"bash", "--pretty-print", "x.sh"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"sh -V (dash's vi mode)", []string{"sh", "-V", "-c", "ls"}, invocation{Personality: "sh", POSIX: true, Mode: modeCommand, Command: "ls"}},
+		{"sh has no -h", []string{"sh", "-h", "-c", "ls"}, invocation{Personality: "sh", POSIX: true, Mode: modeNothing}},
+		{"invalid option", []string{"bash", "-Z", "-c", "ls"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"invalid long option", []string{"bash", "--nope", "-c", "ls"}, invocation{Personality: "bash", Mode: modeNothing}},
+		{"empty argv", nil, invocation{Personality: "bash", Mode: modeStdin}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := ParseArgs(tt.argv)
+			got := parseArgsByName(tt.argv)
 			got.Argv = nil
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ParseArgs(%q) (-want +got):\n%s", tt.argv, diff)
+				t.Errorf("parseArgsByName(%q) (-want +got):\n%s", tt.argv, diff)
 			}
 		})
 	}
@@ -83,9 +83,9 @@ func FuzzParseArgs(f *testing.F) {
 				start = i + 1
 			}
 		}
-		inv := ParseArgs(argv)
-		if inv.Mode == ModeCommand && inv.Command == "" && !contains(argv, "") {
-			t.Errorf("ModeCommand with no command from %q", argv)
+		inv := parseArgsByName(argv)
+		if inv.Mode == modeCommand && inv.Command == "" && !contains(argv, "") {
+			t.Errorf("modeCommand with no command from %q", argv)
 		}
 	})
 }
@@ -132,15 +132,15 @@ func TestSystemSh(t *testing.T) {
 		{"./sh", "", false},
 		{"sh", "/nonexistent", true},
 	} {
-		if got := SystemSh(tc.argv0, d, env(tc.path)); got != tc.want {
-			t.Errorf("SystemSh(%q, PATH=%q) = %v, want %v", tc.argv0, tc.path, got, tc.want)
+		if got := systemSh(tc.argv0, d, env(tc.path)); got != tc.want {
+			t.Errorf("systemSh(%q, PATH=%q) = %v, want %v", tc.argv0, tc.path, got, tc.want)
 		}
 	}
-	inv := ParseArgsFrom([]string{copySh, "--posix", "-c", "echo"}, "", d, env(""))
-	if inv.Personality != "bash" || !inv.POSIX || inv.Mode != ModeCommand {
+	inv := parseInvocation([]string{copySh, "--posix", "-c", "echo"}, "", d, env(""))
+	if inv.Personality != "bash" || !inv.POSIX || inv.Mode != modeCommand {
 		t.Errorf("a copy named sh: %+v, want bash in POSIX mode taking bash's options", inv)
 	}
-	if inv := ParseArgsFrom([]string{"/bin/sh", "-c", "echo"}, "", d, env("")); inv.Personality != "sh" {
+	if inv := parseInvocation([]string{"/bin/sh", "-c", "echo"}, "", d, env("")); inv.Personality != "sh" {
 		t.Errorf("/bin/sh: personality %q", inv.Personality)
 	}
 }
@@ -188,8 +188,8 @@ func TestShellIsSh(t *testing.T) {
 		{"", "dash", true},
 		{"", "mybash", false},
 	} {
-		if got := ShellIsSh(tc.execfn, tc.argv0, d, noPath); got != tc.want {
-			t.Errorf("ShellIsSh(%q, argv[0] %q) = %v, want %v", tc.execfn, tc.argv0, got, tc.want)
+		if got := shellIsSh(tc.execfn, tc.argv0, d, noPath); got != tc.want {
+			t.Errorf("shellIsSh(%q, argv[0] %q) = %v, want %v", tc.execfn, tc.argv0, got, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -203,8 +203,8 @@ func TestShellIsSh(t *testing.T) {
 		{"/usr/bin/bash", []string{"dash", "-c", "echo"}, "bash", false},
 		{"/bin/sh", []string{"bash", "-c", "echo"}, "sh", true},
 	} {
-		inv := ParseArgsFrom(tc.argv, tc.execfn, d, noPath)
-		if inv.Personality != tc.personality || inv.POSIX != tc.posix || inv.Mode != ModeCommand {
+		inv := parseInvocation(tc.argv, tc.execfn, d, noPath)
+		if inv.Personality != tc.personality || inv.POSIX != tc.posix || inv.Mode != modeCommand {
 			t.Errorf("run as %s with argv %q: %+v, want %s, POSIX %v, -c", tc.execfn, tc.argv, inv, tc.personality, tc.posix)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
@@ -143,13 +144,13 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 
 // ownDaemons are the argv[0]s of undosh's own daemons, which a nested
 // undosh may start in a machine step's copy: not the step's processes.
-var ownDaemons = []string{ClassifierName}
+var ownDaemons = []string{state.ServerName}
 
 // sayMachine says, on stderr, the notice of machine step id, then what
 // became of the processes it left running in its copy: started again on
 // the machine after the commit, or stopped with the copy. Neither goes
 // unsaid.
-func sayMachine(e *Env, id int, notice string, out machine.Outcome) {
+func sayMachine(e *Process, id int, notice string, out machine.Outcome) {
 	if notice != "" {
 		e.say(notice)
 	}

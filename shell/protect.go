@@ -31,34 +31,35 @@ import (
 // protect runs a step that is not plainly read-only.
 func (r *run) protect() int {
 	start := time.Now()
-	p, code, rec := r.screen(start)
+	p, code, rec := r.routeProtected(start)
 	switch p {
-	case planDone:
+	case routeDone:
 		return code
-	case planPlain:
+	case routeNested:
 		return r.e.exec(r.real, r.src)
 	}
 	return r.protectGit(rec, start)
 }
 
-// plan is how a step that is not plainly read-only runs, once screened.
-type plan int
+// protectRoute is how a step that is not plainly read-only runs, once
+// [run.routeProtected] has applied the policy to it.
+type protectRoute int
 
 const (
-	// planDone: the step was refused, or ran in a copy of the machine;
+	// routeDone: the step was refused, or ran in a copy of the machine;
 	// it is over, and code is its status.
-	planDone plan = iota
-	// planPlain: the step runs as it is, inside an outer step whose
+	routeDone protectRoute = iota
+	// routeNested: the step runs as it is, inside an outer step whose
 	// checkpoint covers it.
-	planPlain
-	// planGit: the step runs here after a checkpoint of its workspaces.
-	planGit
+	routeNested
+	// routeGit: the step runs here after a checkpoint of its workspaces.
+	routeGit
 )
 
-// screen applies the policy's verdict, the nesting rule and the run-time
+// routeProtected applies the policy's verdict, the nesting rule and the run-time
 // constraints to the step, and runs a machine-changing step in a copy of
 // the machine. It returns the step's journal record so far.
-func (r *run) screen(start time.Time) (plan, int, journal.Record) {
+func (r *run) routeProtected(start time.Time) (protectRoute, int, journal.Record) {
 	d := r.dec
 	rec := r.record(start, d.Class)
 	out, nested := outerStep(r.stateDir)
@@ -72,27 +73,27 @@ func (r *run) screen(start time.Time) (plan, int, journal.Record) {
 	}
 	if d.Verdict == policy.Deny {
 		why, rule := denial(d)
-		return planDone, r.refuse(rec, why+" ("+rule+")", r.denyHint(rule)), rec
+		return routeDone, r.refuse(rec, why+" ("+rule+")", r.denyHint(rule)), rec
 	}
 	if nested && d.Class > out.class && !out.held {
 		why := fmt.Sprintf("this command needs class %s (%s), but it runs inside a step of class %s (undosh pid %d); a nested command may not go beyond its step",
 			d.Class, firstReason(d, d.Class), out.class, out.pid)
-		return planDone, r.refuse(rec, why, "run it as a step of its own, not from inside another one"), rec
+		return routeDone, r.refuse(rec, why, "run it as a step of its own, not from inside another one"), rec
 	}
 	if d.Verdict == policy.Constrain {
 		if why, hint, ok := r.checkConstraints(); !ok {
-			return planDone, r.refuse(rec, why, hint), rec
+			return routeDone, r.refuse(rec, why, hint), rec
 		}
 	}
 	if nested {
-		return planPlain, 0, rec
+		return routeNested, 0, rec
 	}
 	if d.Class == policy.Fork {
 		if code, asGit := r.protectMachine(rec, start); !asGit {
-			return planDone, code, rec
+			return routeDone, code, rec
 		}
 	}
-	return planGit, 0, rec
+	return routeGit, 0, rec
 }
 
 // protectMachine runs a machine-changing step: on the sandbox host, else
@@ -204,14 +205,14 @@ func (r *run) commandText() (string, *journal.Wrapper) {
 	var t string
 	var wr *journal.Wrapper
 	switch r.inv.Mode {
-	case ModeCommand:
+	case modeCommand:
 		t = r.inv.Command
 		if w, ok := parser.Unwrap(t); ok && r.stateDir != "" {
 			if id, err := journal.SaveScaffold(r.stateDir, w.Scaffold); err == nil {
 				t, wr = w.Command, &journal.Wrapper{Harness: w.Harness, Scaffold: id}
 			}
 		}
-	case ModeScript:
+	case modeScript:
 		t = strings.Join(r.e.Argv, " ")
 	default:
 		t = r.src.text
@@ -871,7 +872,7 @@ func plural(n int, one, many string) string {
 }
 
 // finishRollbacks completes rollbacks that were cut short.
-func finishRollbacks(e *Env, stateDir string) {
+func finishRollbacks(e *Process, stateDir string) {
 	j, err := journal.Open(stateDir)
 	if err != nil {
 		return
@@ -921,7 +922,7 @@ func finishRollbacks(e *Env, stateDir string) {
 
 // policyOrDefault loads the policy in force, or the default when it is
 // broken (finishing a rollback needs only its checkpoint settings).
-func policyOrDefault(e *Env) *policy.Policy {
+func policyOrDefault(e *Process) *policy.Policy {
 	if p, err := classify.LoadPolicy(classify.PolicyPath("", e.Getenv), ""); err == nil {
 		return p
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/undosh/undosh/policy"
 )
 
-// A read-only step, one the classifier says changes nothing, still has a
+// A read-only step, one the policy says changes nothing, still has a
 // checkpoint of its workspace from just before it, so that undoctl back N
-// undoes it if the classifier was wrong. With a watcher that saw nothing
+// undoes it if the policy was wrong. With a watcher that saw nothing
 // change since the newest checkpoint, that checkpoint is it, and taking
 // it costs two small reads; otherwise it reads what changed (or walks
 // everything once, when nothing watched the workspace).
@@ -25,10 +25,10 @@ type readOnlyStep struct {
 	stateDir, home, cwd, command string
 	pid                          int
 	pol                          *policy.Policy
-	// watch, when set, is the classifier's own watchers; else the stores
-	// ask the classifier, and take no checkpoint when none answers (a
+	// watch, when set, is the front end's server's own watchers; else the stores
+	// ask the server, and take no checkpoint when none answers (a
 	// walk for every read-only step would cost more than the step: the
-	// classifier is what makes it cheap).
+	// server is what makes it cheap).
 	watch *watchd.Service
 }
 
@@ -36,9 +36,9 @@ type readOnlyStep struct {
 // returns its journal record, to append once the step runs. It returns
 // false when the step has no workspace, or its store cannot be written
 // (a sandbox around undosh keeps it read-only): the step runs unrecorded,
-// as it would have before. In the classifier (s.watch set) it never
+// as it would have before. In the server (s.watch set) it never
 // walks: when the checkpoint would, it returns an error wrapping
-// checkpoint.ErrWouldWalk, and the classifier hands the step to undosh,
+// checkpoint.ErrWouldWalk, and the server hands the step to undosh,
 // so that a walk of a large tree never holds up the other front ends.
 func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 	roots := classify.WorkspaceRoots(s.cwd, s.home)

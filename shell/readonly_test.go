@@ -12,7 +12,7 @@ import (
 	"github.com/undosh/undosh/policy"
 )
 
-// BenchmarkReadOnlyCheckpoint is what the classifier adds to a read-only
+// BenchmarkReadOnlyCheckpoint is what the front end's server adds to a read-only
 // step it answers, when nothing changed since the newest checkpoint.
 func BenchmarkReadOnlyCheckpoint(b *testing.B) {
 	ws, sd := b.TempDir(), b.TempDir()
@@ -24,7 +24,7 @@ func BenchmarkReadOnlyCheckpoint(b *testing.B) {
 	svc := &watchd.Service{}
 	defer svc.Close()
 	s := readOnlyStep{stateDir: sd, pol: policy.Default(), cwd: ws, command: "ls", watch: svc}
-	// The classifier never walks for a read-only step: undosh does, once
+	// The server never walks for a read-only step: undosh does, once
 	// the watch is set up, and from then on the watcher can tell.
 	for i := 0; ; i++ {
 		rec, ok, err := readOnlyCheckpoint(s)

@@ -12,13 +12,13 @@ import (
 // written by undoctl install.
 const ConfigFile = realshell.ConfigFile
 
-// ShellError is a real shell that cannot be found.
-type ShellError struct {
+// shellError is a real shell that cannot be found.
+type shellError struct {
 	Personality string
 	Tried       []string
 }
 
-func (e *ShellError) Error() string {
+func (e *shellError) Error() string {
 	return fmt.Sprintf("cannot find the real %s (tried %s; each is missing or is undosh itself)",
 		e.Personality, strings.Join(e.Tried, ", "))
 }
@@ -54,5 +54,5 @@ func RealShell(personality string, getenv func(string) string, config string, sk
 			return c.Path, nil
 		}
 	}
-	return "", &ShellError{Personality: personality, Tried: tried}
+	return "", &shellError{Personality: personality, Tried: tried}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
+	"github.com/undosh/undosh/internal/procs"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -40,28 +41,28 @@ type sessionView struct {
 	shared []string
 }
 
-// containSession prepares the session's bash (argv, env) under the
-// limit of a workspace step, and returns what to run; s.view is set when
-// the limit is a view. Without a limit the bash runs as it is.
-func (s *session) containSession(argv, env []string) (path string, nargv, nenv []string) {
-	r := s.r
+// Contain prepares the session's bash (argv, env) under the limit of a
+// workspace step, and returns what to run; l.view is set when the limit
+// is a view. Without a limit the bash runs as it is.
+func (l *sessionLines) Contain(argv, env []string) (path string, nargv, nenv []string) {
+	r := l.r
 	if !r.enforcing() {
 		return r.real, argv, env
 	}
 	if len(r.dec.Roots) == 0 {
 		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
 	}
-	l, why := r.contain(policy.Git, argv, env)
-	if l == nil {
+	lim, why := r.contain(policy.Git, argv, env)
+	if lim == nil {
 		if why != sudoKept {
 			r.noLimitNote(why)
 		}
 		return r.real, argv, env
 	}
-	if l.copy != nil {
-		s.view = &sessionView{lim: l, shared: l.writable}
+	if lim.copy != nil {
+		l.view = &sessionView{lim: lim, shared: lim.writable}
 	}
-	return l.path, l.argv, l.env
+	return lim.path, lim.argv, lim.env
 }
 
 // started records the session's bash, once it runs.
@@ -94,7 +95,7 @@ func (v *sessionView) share(roots []string) error {
 	if len(need) == 0 {
 		return nil
 	}
-	self, err := selfExe()
+	self, err := enforce.Self()
 	if err != nil {
 		return err
 	}
@@ -137,12 +138,12 @@ func (v *sessionView) caught(roots []string, start time.Time) *beyond {
 // it, so that the session sees the machine again there.
 func (v *sessionView) putBack(b *beyond) error {
 	puts := putsOf(b)
-	if len(puts) == 0 || v.pid == 0 || !alive(v.pid) {
+	if len(puts) == 0 || v.pid == 0 || !procs.Alive(v.pid) {
 		// Nothing to put back, or no view left to put it back in: the
 		// line ended the session (`…; exit 3`).
 		return nil
 	}
-	self, err := selfExe()
+	self, err := enforce.Self()
 	if err != nil {
 		return err
 	}
@@ -200,7 +201,7 @@ func (g *gitStep) dropBeyond(b *beyond) string {
 // settleLine settles what a line that took no checkpoint (a read-only
 // line) wrote beyond the shared paths: kept when it passed (and the
 // policy's escalate is commit), else put back. It journals the line.
-func (s *session) settleLine(cur *line, b *beyond, code int) {
+func (l *sessionLines) settleLine(cur *line, b *beyond, code int) {
 	lr := cur.run
 	d := lr.dec
 	roots := cur.roots()
@@ -214,7 +215,7 @@ func (s *session) settleLine(cur *line, b *beyond, code int) {
 	how := lr.escalation()
 	failed := code != 0 && d.Rollback == policy.RollbackOnFailure
 	put := func() string {
-		if err := s.view.putBack(b); err != nil {
+		if err := l.view.putBack(b); err != nil {
 			return "; " + err.Error()
 		}
 		return ""

@@ -18,8 +18,10 @@ import (
 	"github.com/undosh/undosh/policy"
 )
 
-// Env is the process undosh runs in, as cmd/undosh sees it.
-type Env struct {
+// Process is the process undosh runs in, as cmd/undosh sees it: its
+// argv, environment, standard files and the caller's signal state, and how
+// to exec or end it.
+type Process struct {
 	Argv    []string
 	Environ []string
 	Getenv  func(string) string
@@ -38,35 +40,36 @@ type Env struct {
 	// Config is the file naming the real shells; "" means [ConfigFile].
 	Config string
 	// Executed is the file the kernel was asked to run (AT_EXECFN), which
-	// decides whether undosh stands in for bash or sh (ShellIsSh); "" is
+	// decides whether undosh stands in for bash or sh (shellIsSh); "" is
 	// undosh by its own name.
 	Executed string
 }
 
-// Main runs one invocation and returns the exit status.
-func Main(e *Env) int {
-	environ0 := e.Environ
+// Main runs the invocation of p and returns its exit status (or, for a
+// step killed by a signal, ends p by the same signal).
+func Main(p *Process) int {
+	environ0 := p.Environ
 	var sup *supervisor
-	e.Environ, sup = takeSupervise(e.Environ)
+	p.Environ, sup = takeSupervise(p.Environ)
 	if sup != nil {
 		// The file run is the shell-to-be's, not this one's (undosh's
 		// own path, which goes by argv[0]).
-		e.Executed = sup.executed
-		return sup.supervise(e, func() int { return mainOf(e, sup, e.Environ) })
+		p.Executed = sup.executed
+		return sup.supervise(p, func() int { return mainOf(p, sup, p.Environ) })
 	}
-	return mainOf(e, nil, environ0)
+	return mainOf(p, nil, environ0)
 }
 
 // mainOf runs the invocation, as the supervisor sup of a step handed over
 // when it is set; environ0 is the environment as undosh received it.
-func mainOf(e *Env, sup *supervisor, environ0 []string) int {
+func mainOf(e *Process, sup *supervisor, environ0 []string) int {
 	// "" when the directory was removed: bash runs there too, and so
 	// does the step, judged without one.
 	cwd, _ := os.Getwd()
 	var front os.FileInfo
 	executed := e.Executed
 	e.Environ, front, executed = takeFront(e.Environ, executed)
-	inv := ParseArgsFrom(e.Argv, executed, cwd, e.Getenv)
+	inv := parseInvocation(e.Argv, executed, cwd, e.Getenv)
 	real, err := RealShell(inv.Personality, e.Getenv, e.config(), front)
 	if err != nil {
 		e.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
@@ -117,7 +120,7 @@ func takeFront(env []string, executed string) ([]string, os.FileInfo, string) {
 	return kept, front, executed
 }
 
-func (e *Env) config() string {
+func (e *Process) config() string {
 	if e.Config != "" {
 		return e.Config
 	}
@@ -126,13 +129,13 @@ func (e *Env) config() string {
 
 // exec replaces undosh with the real shell, with fd 0 replaced by the
 // relayed script when there is one.
-func (e *Env) exec(real string, src source) int {
+func (e *Process) exec(real string, src source) int {
 	return e.execAs(real, e.Argv, e.Environ, src)
 }
 
 // execAs replaces undosh with path (the real shell, or the shell under
 // a limit), as exec does.
-func (e *Env) execAs(path string, argv, env []string, src source) int {
+func (e *Process) execAs(path string, argv, env []string, src source) int {
 	if src.stdin != nil {
 		if err := syscall.Dup2(int(src.stdin.Fd()), 0); err != nil {
 			e.errorf(fmt.Errorf("relay standard input: %w", err), "")
@@ -148,7 +151,7 @@ func (e *Env) execAs(path string, argv, env []string, src source) int {
 }
 
 // errorf prints `undosh: error: …` and an optional hint.
-func (e *Env) errorf(err error, hint string) {
+func (e *Process) errorf(err error, hint string) {
 	if e.Closed(2) {
 		return
 	}
@@ -160,7 +163,7 @@ func (e *Env) errorf(err error, hint string) {
 }
 
 // say prints one line of undosh's own on stderr.
-func (e *Env) say(line string) {
+func (e *Process) say(line string) {
 	if e.Closed(2) {
 		return
 	}
@@ -182,8 +185,8 @@ func environ(env []string) map[string]string {
 
 // run is one invocation being decided and protected.
 type run struct {
-	e        *Env
-	inv      Invocation
+	e        *Process
+	inv      invocation
 	real     string
 	src      source
 	stateDir string
@@ -215,7 +218,7 @@ type run struct {
 	environ0 []string
 	// live is set for a live step run here (live.go).
 	live *liveStep
-	// executed is the file this undosh was run as (Env.Executed, or the
+	// executed is the file this undosh was run as (Process.Executed, or the
 	// front end's), which decided its personality; a supervisor decides
 	// by the same.
 	executed string
@@ -244,12 +247,12 @@ func (r *run) main() int {
 		return r.protectSession()
 	}
 	switch r.decide() {
-	case routePlain:
+	case RoutePlain:
 		r.beforePlain()
 		return e.exec(r.real, r.src)
-	case routeLimited:
+	case RouteLimited:
 		return r.protectNone()
-	case routeSudo:
+	case RouteSudo:
 		return r.protectKept()
 	}
 	return r.protect()
@@ -270,9 +273,10 @@ func (r *run) load() error {
 	return nil
 }
 
-// decide decides the step by [decideStep], as the classifier does, and
+// decide decides the step by [decideStep], as the front end's server does
+// ([Ask]), and
 // returns its route; it runs nothing but `bash -n`.
-func (r *run) decide() route {
+func (r *run) decide() Route {
 	d := decideStep(step{inv: r.inv, src: r.src, cwd: r.cwd, env: r.e.Environ, envMap: r.env, pol: r.pol,
 		stateDir: r.stateDir, real: r.real, uid: r.uid})
 	r.cwd = d.cwd
@@ -283,34 +287,35 @@ func (r *run) decide() route {
 	return d.route
 }
 
-// route is how undosh runs a decided step.
-type route int
+// Route is how undosh runs a decided step; [Ask] reports it to the
+// front end's server.
+type Route int
 
 const (
-	// routeProtect: undosh protects it (a checkpoint, a copy of the
+	// RouteProtect: undosh protects it (a checkpoint, a copy of the
 	// machine) or refuses it.
-	routeProtect route = iota
-	// routePlain: the real shell is exec'd as it is: a read-only step
+	RouteProtect Route = iota
+	// RoutePlain: the real shell is exec'd as it is: a read-only step
 	// with enforcement off, or undosh's own tools.
-	routePlain
-	// routeLimited: the real shell is exec'd under the read-only limit.
-	routeLimited
-	// routeSudo: a read-only step that runs sudo as another user than
+	RoutePlain
+	// RouteLimited: the real shell is exec'd under the read-only limit.
+	RouteLimited
+	// RouteSudo: a read-only step that runs sudo as another user than
 	// root, which the read-only limit would stop ([limitStopsSudo]): undosh
 	// protects it as a workspace step, without a limit.
-	routeSudo
+	RouteSudo
 )
 
 // routeOf is how a step decided d runs, with enforcement on or off (see
-// [decideStep], which both undosh and the classifier call).
-func routeOf(d policy.Decision, enforcing bool) route {
+// [decideStep], which both undosh and the front end's server call).
+func routeOf(d policy.Decision, enforcing bool) Route {
 	switch {
 	case d.Class != policy.None || d.Verdict != policy.Run:
-		return routeProtect
+		return RouteProtect
 	case d.Own || !enforcing:
-		return routePlain
+		return RoutePlain
 	}
-	return routeLimited
+	return RouteLimited
 }
 
 // runsAsRoot reports whether a command of the step runs as another user

@@ -48,16 +48,16 @@ type source struct {
 const quiet = 300 * time.Millisecond
 
 // readSource reads the commands of inv.
-func readSource(inv Invocation, e *Env) (source, error) {
+func readSource(inv invocation, e *Process) (source, error) {
 	switch inv.Mode {
-	case ModeCommand:
+	case modeCommand:
 		return source{text: inv.Command}, nil
-	case ModeScript:
+	case modeScript:
 		if fd, ok := fdName(inv.Script); ok {
 			return readScriptFd(fd, inv.Script, e.Getenv)
 		}
 		return readScript(inv.Script, "", e.Getenv)
-	case ModeStdin:
+	case modeStdin:
 		return readStdin(inv, e)
 	}
 	return source{passThrough: true}, nil
@@ -179,7 +179,7 @@ func findScript(name, cwd string, getenv func(string) string) (source, error) {
 // regular file is read in place (bash reads it from the same offset), a
 // pipe is read to its end and relayed through a new pipe (a memory file
 // when it is too large for one).
-func readStdin(inv Invocation, e *Env) (source, error) {
+func readStdin(inv invocation, e *Process) (source, error) {
 	if e.Closed(0) {
 		return source{passThrough: true}, nil
 	}
@@ -402,15 +402,15 @@ func isTerminal(fd int) bool {
 // bashRejects reports whether the real shell finds a syntax error in the
 // step too (bash -n), so that nothing after it will run. It runs in cwd
 // with the step's environment env ($POSIXLY_CORRECT changes what bash
-// parses), whoever asks: undosh, or the classifier for a front end.
-func bashRejects(real string, inv Invocation, src source, env []string, cwd string) bool {
+// parses), whoever asks: undosh, or the front end's server.
+func bashRejects(real string, inv invocation, src source, env []string, cwd string) bool {
 	args := []string{real, "-n"}
 	if inv.POSIX && inv.Personality == "bash" {
 		args = append(args, "--posix")
 	}
 	var stdin *os.File
 	switch {
-	case inv.Mode == ModeCommand:
+	case inv.Mode == modeCommand:
 		args = append(args, "-c", src.text)
 	case src.script != "":
 		args = append(args, src.script)

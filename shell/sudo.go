@@ -17,6 +17,7 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/classify"
+	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/machine"
@@ -67,7 +68,7 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	if err := sudo.Probe(path); err != nil {
 		return 0, false, err.Error()
 	}
-	self, err := selfExe()
+	self, err := enforce.Self()
 	if err != nil {
 		return 0, false, "undosh cannot find its own executable to run as root (" + err.Error() + ")"
 	}
@@ -265,7 +266,7 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 		return answer(sudo.Result{Error: err.Error() + "; nothing ran", Status: exit.Usage})
 	}
 	stateDir := state.Dir("", getenv, 0)
-	e := &Env{Getenv: getenv, Stderr: stderr, Closed: func(int) bool { return false }}
+	e := &Process{Getenv: getenv, Stderr: stderr, Closed: func(int) bool { return false }}
 	if _, err := os.Lstat(journal.PendingDir(stateDir)); err == nil {
 		finishRollbacks(e, stateDir) // commits a root undosh cut short
 	}

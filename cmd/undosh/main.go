@@ -5,8 +5,8 @@
 // as bash is (-c, -lc, -i, -s, a script, a script on stdin, a login argv[0])
 // or as sh.
 //
-// Started with argv[0] "undosh-classifier", it is instead the resident
-// classifier that undosh-fast (front/) asks; with argv[0]
+// Started with argv[0] "undosh-classifier", it is instead the front
+// end's resident server, which undosh-fast asks (front/, docs/front.md); with argv[0]
 // "undosh-fork-init", pid 1 of a copy of the machine (fork/); with argv[0]
 // "undosh-enforce", the step's shell under its class's isolation
 // (internal/enforce, whose C constructor does the work before main); with
@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/front"
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/exit"
@@ -46,9 +47,9 @@ func init() { runtime.LockOSThread() }
 
 func main() {
 	switch filepath.Base(os.Args[0]) {
-	case shell.ClassifierName:
+	case state.ServerName:
 		if len(os.Args) == 1 {
-			os.Exit(classifier())
+			os.Exit(serveFront())
 		}
 	case enforce.Name, enforce.ViewSyncName, enforce.ViewBindName: // its C constructor took over already; see enforce.Main
 		os.Exit(enforce.Main(os.Stderr))
@@ -75,7 +76,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "undosh: error: exec %s: %v\n", os.Args[2], err)
 		os.Exit(exit.NotRun)
 	}
-	os.Exit(shell.Main(&shell.Env{
+	os.Exit(shell.Main(&shell.Process{
 		Argv:    os.Args,
 		Environ: procstate.Environ(),
 		Getenv:  os.Getenv,
@@ -91,14 +92,14 @@ func main() {
 	}))
 }
 
-// classifier serves undosh-fast until it has been idle for
-// $UNDOSH_CLASSIFIER_IDLE (default 15m).
-func classifier() int {
+// serveFront serves the front end (undosh-fast) until it has been idle
+// for $UNDOSH_CLASSIFIER_IDLE (default 15m).
+func serveFront() int {
 	sd := state.Dir("", os.Getenv, os.Getuid())
 	if sd == "" {
 		return 2
 	}
-	o := shell.ServeOptions{StateDir: sd}
+	o := front.Options{StateDir: sd}
 	if d, err := time.ParseDuration(os.Getenv("UNDOSH_CLASSIFIER_IDLE")); err == nil && d > 0 {
 		o.Idle = d
 	}
@@ -112,9 +113,9 @@ func classifier() int {
 			o.Logger = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level}))
 		}
 	}
-	if err := shell.Serve(o); err != nil {
+	if err := front.Serve(o); err != nil {
 		if o.Logger != nil {
-			o.Logger.Error("classifier stopped", "err", err)
+			o.Logger.Error("front end's server stopped", "err", err)
 		}
 		return 1
 	}

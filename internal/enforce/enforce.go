@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -142,6 +143,16 @@ func Probe(m Mode) (Mode, error) {
 		return 0, fmt.Errorf("no CAP_SYS_ADMIN for a mount namespace, and the kernel offers no Landlock: %w", ErrUnavailable)
 	}
 	return 0, fmt.Errorf("unknown mechanism %v", m)
+}
+
+// Self is this process's executable, resolved: the self that [Command]
+// takes.
+func Self() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(p)
 }
 
 // Command rewrites the exec of a step's shell (argv, env, and the program

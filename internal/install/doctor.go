@@ -683,8 +683,8 @@ func (d *doctor) classifier() {
 // maxSocketPath is the size of sun_path on Linux, with the final NUL.
 const maxSocketPath = 108
 
-// pingRequest is a request with no argv, in the wire format of
-// shell/serve.go (its magic, the payload's length, then argc 0, envc 0,
+// pingRequest is a request with no argv, in the front end's wire format
+// (docs/front.md: its magic, the payload's length, then argc 0, envc 0,
 // an empty cwd and an empty execfn): the classifier answers it ('U' and undosh's path)
 // without deciding anything, so asking it is harmless and needs no
 // credentials.

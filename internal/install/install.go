@@ -489,10 +489,10 @@ func isUndoshBinary(name string) error {
 // of C (a static build, under a megabyte).
 const maxFast = 4 << 20
 
-// classifierName is the argv[0] with which undosh-fast starts undosh as
-// the classifier (shell.ClassifierName): a string every build of the
-// front end holds.
-const classifierName = "undosh-classifier"
+// serverName is the argv[0] with which undosh-fast starts undosh as
+// the front end's server (state.ServerName, docs/front.md): a string
+// every build of the front end holds.
+const serverName = "undosh-classifier"
 
 // readFast reads the front end to install, refusing anything that is not
 // undosh-fast.
@@ -548,8 +548,8 @@ func readFastFile(name string) ([]byte, error) {
 	if err != nil || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
 		return nil, notFast("not an ELF program")
 	}
-	if !bytes.Contains(data, []byte(classifierName+"\x00")) {
-		return nil, notFast("it does not start %s", classifierName)
+	if !bytes.Contains(data, []byte(serverName+"\x00")) {
+		return nil, notFast("it does not start %s", serverName)
 	}
 	return data, nil
 }

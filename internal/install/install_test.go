@@ -26,8 +26,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/undosh/undosh/fork"
+	"github.com/undosh/undosh/front"
 	"github.com/undosh/undosh/internal/frontend"
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/shell"
 )
 
@@ -910,11 +912,11 @@ func TestSharedNames(t *testing.T) {
 	if ConfigFile != shell.ConfigFile {
 		t.Errorf("ConfigFile = %s, shell reads %s", ConfigFile, shell.ConfigFile)
 	}
-	if classifierName != shell.ClassifierName {
-		t.Errorf("classifierName = %s, undosh answers to %s", classifierName, shell.ClassifierName)
+	if serverName != state.ServerName {
+		t.Errorf("serverName = %s, undosh answers to %s", serverName, state.ServerName)
 	}
-	if got, want := shell.SocketPath("/s"), "/s/run/classify.sock"; got != want {
-		t.Errorf("the classifier listens at %s; doctor asks %s", got, want)
+	if got, want := state.SocketPath("/s"), "/s/run/classify.sock"; got != want {
+		t.Errorf("the front end's server listens at %s; doctor asks %s", got, want)
 	}
 	j, err := journal.Open(t.TempDir())
 	if err != nil {
@@ -1263,7 +1265,7 @@ func TestDoctorClassifier(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin)
-	cmd.Args[0] = classifierName
+	cmd.Args[0] = serverName
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "UNDOSH_STATE_DIR=" + stateDir, "UNDOSH_CLASSIFIER_IDLE=1m"}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -1327,8 +1329,8 @@ func isDir(name string) bool {
 // TestPingRequest: doctor's ping is a request the classifier decodes,
 // in its current wire format.
 func TestPingRequest(t *testing.T) {
-	if !strings.HasPrefix(pingRequest, shell.RequestMagic) {
-		t.Errorf("pingRequest starts %q, want the classifier's magic %q", pingRequest[:8], shell.RequestMagic)
+	if !strings.HasPrefix(pingRequest, front.RequestMagic) {
+		t.Errorf("pingRequest starts %q, want the front end's magic %q", pingRequest[:8], front.RequestMagic)
 	}
 	if n := binary.LittleEndian.Uint32([]byte(pingRequest[8:12])); int(n) != len(pingRequest)-12 {
 		t.Errorf("pingRequest says %d payload bytes, has %d", n, len(pingRequest)-12)

@@ -13,9 +13,13 @@
 //     local fork engine, the host link's protocol, the file watcher and
 //     the QEMU driver, each testable and reusable without the others;
 //   - the middle joins engines into what the commands do (classifying a
-//     step, the journal, installing, the sandbox host, the guest agent);
+//     step, the journal, installing, the sandbox host, the guest agent,
+//     the sessions' bash and hooks);
 //     it may import leaves, engines and the rest of the middle;
-//   - the shell: one invocation, and its sessions;
+//   - the shell: one invocation (decide, route, protect), and each line
+//     of its sessions;
+//   - servers answer many invocations, each decided by the shell's
+//     rule: the front end's server (front);
 //   - test support is imported by tests only;
 //   - the top is the commands (cmd/, bench/) and the documentation's
 //     link test (docs/), which nothing imports.

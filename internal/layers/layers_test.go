@@ -19,11 +19,12 @@ const (
 	engine
 	middle
 	shellLevel
+	serverLevel
 	testSupport
 	top
 )
 
-var levelNames = [...]string{"leaf", "engine", "middle", "shell", "test support", "top"}
+var levelNames = [...]string{"leaf", "engine", "middle", "shell", "server", "test support", "top"}
 
 // table gives every package of the module its level. A package may
 // import packages of lower levels; the middle may also import the
@@ -65,6 +66,7 @@ var table = map[string]level{
 	"internal/journal":  middle,
 	"internal/machine":  middle,
 	"internal/qemuhost": middle,
+	"internal/session":  middle, // the sessions; shell protects their lines (session.Lines)
 	"internal/state":    middle,
 	"internal/vmagent":  middle,
 	"internal/watchd":   middle,
@@ -76,6 +78,8 @@ var table = map[string]level{
 	"internal/vmtest":   testSupport,
 
 	"shell": shellLevel,
+
+	"front": serverLevel, // decides each request by the shell's rule (shell.Ask)
 
 	"cmd/undoctl":  top,
 	"cmd/undohost": top,
@@ -91,6 +95,7 @@ var forbidden = map[string][]struct{ pkg, why string }{
 		{"parser", "the host daemon classifies no command: it must not link the shell parser"},
 		{"internal/classify", "the host daemon classifies no command"},
 		{"shell", "the host daemon is not a shell"},
+		{"front", "the host daemon answers no front end"},
 	},
 	"internal/guard": {
 		{"fork", "a guard runs in dpkg's hooks on every package operation: it links leaves only"},

@@ -381,3 +381,8 @@ func Signal(ps []Proc, sig syscall.Signal) {
 		}
 	}
 }
+
+// Alive reports whether process pid runs (or is a zombie not yet reaped).
+func Alive(pid int) bool {
+	return pid > 0 && unix.Kill(pid, 0) == nil
+}

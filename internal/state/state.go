@@ -84,13 +84,19 @@ func homeless(uid int) string {
 // undo data of machine steps) is never part of a workspace's checkpoint,
 // whatever the policy says: a rollback must not take it away.
 //
-// Their checkpoints ask the classifier of dir, when one runs, what changed
-// since the last one (watchd): then they read only that.
+// Their checkpoints ask the front end's server of dir, when one runs,
+// what changed since the last one (watchd): then they read only that.
 func StoreOptions(dir string, pol *policy.Policy, home string) checkpoint.Options {
 	exclude := append(slices.Clip(pol.Exclude), "**/"+fork.HiddenName+"/**")
 	return checkpoint.Options{StateDir: dir, Exclude: exclude, MaxFileSize: pol.MaxFileSize, Home: home,
 		Watch: watchd.Client(SocketPath(dir), exclude, pol.MaxFileSize)}
 }
 
-// SocketPath is where the classifier of state directory dir listens.
+// SocketPath is where the front end's server (package front) of state
+// directory dir listens. The file names ("classify") are the front end's
+// names kept for installed systems (docs/front.md).
 func SocketPath(dir string) string { return filepath.Join(dir, "run", "classify.sock") }
+
+// ServerName is the argv[0] that starts undosh as the front end's server
+// (package front), kept for installed systems (docs/front.md).
+const ServerName = "undosh-classifier"

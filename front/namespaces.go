@@ -1,4 +1,4 @@
-package shell
+package front
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,7 @@ import (
 // writable paths can be written. Making one (unshare, a clone of each
 // writable path, a read-only tree, the clones back on top) and tearing
 // it down when the step ends cost the front end about a quarter of a
-// millisecond, which is a tenth of bash's own start. So the classifier
+// millisecond, which is a tenth of bash's own start. So the server
 // keeps such namespaces made, one per set of writable paths, and hands
 // the front end an fd on one with the answer 'N': setns(2) into it costs
 // ~25 µs, and no teardown falls on the step.
@@ -54,7 +53,7 @@ type roNS struct {
 	stale  atomic.Bool
 }
 
-// namespaces keeps the read-only namespaces of one classifier.
+// namespaces keeps the read-only namespaces of one server.
 type namespaces struct {
 	self string // undosh's executable, which links the constructor
 	mu   sync.Mutex
@@ -240,7 +239,7 @@ func (ns *roNS) close() {
 	}
 }
 
-// closeAll ends every holder, when the classifier exits.
+// closeAll ends every holder, when the server exits.
 func (n *namespaces) closeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -248,13 +247,4 @@ func (n *namespaces) closeAll() {
 		ns.close()
 	}
 	n.list = nil
-}
-
-// selfExe is undosh's own executable, real path.
-func selfExe() (string, error) {
-	p, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	return filepath.EvalSymlinks(p)
 }

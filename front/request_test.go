@@ -1,4 +1,4 @@
-package shell
+package front
 
 import (
 	"encoding/binary"

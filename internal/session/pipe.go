@@ -1,8 +1,7 @@
-package shell
+package session
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/shquote"
 )
 
@@ -59,39 +57,34 @@ const (
 // harness waits for output.
 const incompleteWait = time.Second
 
-// protectPipe runs a session fed one command at a time on a pipe (as agent
-// harnesses drive bash): the shell reads its commands from undosh, which
-// hands it each command only once it has been classified and protected,
-// and rolls back a command that fails. undosh reads the caller's input as
-// it comes and never waits for its end.
-func (r *run) protectPipe() int {
-	e := r.e
-	s, err := newSession(r)
-	if err != nil {
-		e.errorf(fmt.Errorf("start a session on standard input: %w", err), "check the state directory "+r.stateDir)
-		return exit.Usage
-	}
-	defer s.close()
+// Pipe runs a session fed one command at a time on a pipe (as agent
+// harnesses drive bash): the shell reads its commands from the session,
+// which hands it each command only once o.Lines have begun it, and ends
+// it when it ran. It reads the caller's input (o.First, then o.InputFd)
+// as it comes and never waits for its end. It returns how bash ended, or
+// an error when it could not be started.
+func (s *Session) Pipe(o Options) (Status, error) {
+	s.o = o
+	s.files = o.Files
 	msgs := s.messages()
 
-	// The shell reads a pipe that only undosh writes.
-	in, feed := r.src.stdin, r.src.feed
+	// The shell reads a pipe that only the session writes.
+	in, feed := o.Input, o.Feed
 	defer feed.Close()
-	files := append([]*os.File(nil), e.Files...)
+	files := append([]*os.File(nil), o.Files...)
 	files[0] = in
-	path, argv, env := s.containSession(e.Argv, e.Environ)
-	defer s.view.release()
-	child, err := startChild(path, argv, env, files, e.Ignored)
+	path, argv, env := o.Lines.Contain(o.Argv, o.Environ)
+	defer o.Lines.Release()
+	pid, done, err := o.Start(path, argv, env, files)
 	in.Close()
 	if err != nil {
-		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
-		return exit.NotRun
+		return Status{}, err
 	}
-	s.view.started(child.p.Pid)
+	o.Lines.Started(pid)
 	f := &feeder{s: s, feed: feed}
 	f.write("__undosh_dir=" + shquote.Word(s.dir) + "\n" + fedHooks)
-	f.buf.WriteString(r.src.text)
-	input := readInput(0)
+	f.buf.WriteString(o.First)
+	input := readInput(o.InputFd)
 	var timer <-chan time.Time
 	for {
 		f.next()
@@ -122,18 +115,18 @@ func (r *run) protectPipe() int {
 			}
 		case m := <-msgs:
 			f.handle(m)
-		case st := <-child.done:
+		case st := <-done:
 			// The shell is gone (exit, the end of its input, a signal):
 			// the command it ran last ends with its status.
-			s.endLine(st.code)
-			return child.finish(st, r)
+			s.endLine(st.Code)
+			return st, nil
 		}
 	}
 }
 
 // feeder hands the shell one command at a time.
 type feeder struct {
-	s       *session
+	s       *Session
 	feed    *os.File
 	buf     strings.Builder // what came that the shell has not been given
 	waiting bool            // a command was announced; its begin is due
@@ -200,7 +193,7 @@ func (f *feeder) handle(m message) {
 			s.reply(m.id, "ret:"+strconv.Itoa(code))
 			return
 		}
-		git := cur.git != nil || s.view != nil // the line's end must be reported
+		git := cur.mustEnd // the line's end must be reported
 		if !git {
 			s.cur = nil
 		}
@@ -269,12 +262,4 @@ func readInput(fd int) <-chan []byte {
 		}
 	}()
 	return out
-}
-
-// finish ends undosh as the shell ended.
-func (c *childProc) finish(st status, r *run) int {
-	if st.sig != 0 {
-		r.e.DieBy(st.sig)
-	}
-	return st.code
 }
