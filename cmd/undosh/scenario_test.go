@@ -70,10 +70,8 @@ func newWS(t *testing.T) *ws {
 		}
 	}
 	w.env = testEnv(w.home, w.state)
-	w.git("init", "-q", "-b", "main")
-	for _, kv := range [][2]string{{"user.name", "Test"}, {"user.email", "test@example.com"}, {"gc.auto", "0"},
-		{"maintenance.auto", "false"}, {"commit.gpgsign", "false"}, {"core.hooksPath", "/dev/null"}} {
-		w.git("config", kv[0], kv[1])
+	if err := initRepo(w.dir, w.env); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { checkJournal(t, w.state, !w.parallel) })
 	return w
@@ -86,6 +84,39 @@ func newWS(t *testing.T) *ws {
 func seedWS(t *testing.T) *ws {
 	t.Helper()
 	w := newWS(t)
+	if err := seedRepo(w.dir, w.env); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// initRepo makes an empty git repository in dir, with no commit yet.
+func initRepo(dir string, env []string) error {
+	if _, err := runGit(dir, env, "init", "-q", "-b", "main"); err != nil {
+		return err
+	}
+	for _, kv := range [][2]string{{"user.name", "Test"}, {"user.email", "test@example.com"}, {"gc.auto", "0"},
+		{"maintenance.auto", "false"}, {"commit.gpgsign", "false"}, {"core.hooksPath", "/dev/null"}} {
+		if _, err := runGit(dir, env, "config", kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seedRepo fills the repository dir (made by initRepo) as seedWS says.
+func seedRepo(dir string, env []string) (err error) {
+	// seeder's methods stop at the first error, which they panic with.
+	defer func() {
+		if v := recover(); v != nil {
+			se, ok := v.(seedError)
+			if !ok {
+				panic(v)
+			}
+			err = se.err
+		}
+	}()
+	w := seeder{dir: dir, env: env}
 	w.write("index.js", "var a = 1;\nvar b = 2;\n", 0o644)
 	w.write("src/app.js", "console.log('app');\n", 0o644)
 	w.write("src/lib/util.js", "module.exports = {};\n", 0o644)
@@ -121,19 +152,56 @@ func seedWS(t *testing.T) *ws {
 	w.gitIn(nested, "-c", "user.name=T", "-c", "user.email=t@example.com", "add", "-A")
 	w.gitIn(nested, "-c", "user.name=T", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false", "commit", "-qm", "nested")
 	w.write("vendor/lib/lib.go", "package lib // edited\n", 0o644)
-	return w
+	return nil
+}
+
+// seeder writes a seed; its methods panic with a seedError, which
+// seedRepo returns.
+type seeder struct {
+	dir string
+	env []string
+}
+
+type seedError struct{ err error }
+
+func (w seeder) check(err error) {
+	if err != nil {
+		panic(seedError{err})
+	}
+}
+
+func (w seeder) write(rel, content string, mode fs.FileMode) {
+	w.check(writeMode(filepath.Join(w.dir, rel), content, mode))
+}
+
+func (w seeder) symlink(target, rel string) {
+	p := filepath.Join(w.dir, rel)
+	w.check(os.MkdirAll(filepath.Dir(p), 0o755))
+	w.check(os.Symlink(target, p))
+}
+
+func (w seeder) git(args ...string) { w.gitIn(w.dir, args...) }
+
+func (w seeder) gitIn(dir string, args ...string) {
+	_, err := runGit(dir, w.env, args...)
+	w.check(err)
+}
+
+// writeMode writes a file, making its directory, and gives it mode
+// whatever the umask.
+func writeMode(p, content string, mode fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		return err
+	}
+	return os.Chmod(p, mode)
 }
 
 func (w *ws) write(rel, content string, mode fs.FileMode) {
 	w.t.Helper()
-	p := filepath.Join(w.dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
+	if err := writeMode(filepath.Join(w.dir, rel), content, mode); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -171,23 +239,54 @@ func (w *ws) git(args ...string) string {
 
 func (w *ws) gitIn(dir string, args ...string) string {
 	w.t.Helper()
+	out, err := runGit(dir, w.env, args...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+// runGit runs the real git in dir with env, and returns its output.
+func runGit(dir string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	cmd.Env = w.env
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		w.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 // gitState is what must read the same after a rollback as before the
 // step: status with untracked and ignored files, every ref, the stashes.
 func (w *ws) gitState() string {
 	w.t.Helper()
-	return "status:\n" + w.git("status", "--porcelain=v1", "--untracked-files=all", "--ignored") +
-		"refs:\n" + w.git("log", "--all", "--format=%H%d") +
-		"stashes:\n" + w.git("stash", "list")
+	s, err := gitStateOf(w.dir, w.env)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return s
+}
+
+// gitStateOf is gitState of the repository dir.
+func gitStateOf(dir string, env []string) (string, error) {
+	var b strings.Builder
+	for _, part := range []struct {
+		name string
+		args []string
+	}{
+		{"status", []string{"status", "--porcelain=v1", "--untracked-files=all", "--ignored"}},
+		{"refs", []string{"log", "--all", "--format=%H%d"}},
+		{"stashes", []string{"stash", "list"}},
+	} {
+		out, err := runGit(dir, env, part.args...)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(part.name + ":\n" + out)
+	}
+	return b.String(), nil
 }
 
 // stepResult is how a process ended.
@@ -270,6 +369,15 @@ type entry struct {
 // withTime, the modification time.
 func snapshot(t *testing.T, root string, withTime bool) map[string]entry {
 	t.Helper()
+	m, err := snapshotOf(root, withTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// snapshotOf is snapshot, with its error.
+func snapshotOf(root string, withTime bool) (map[string]entry, error) {
 	m := map[string]entry{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -303,10 +411,7 @@ func snapshot(t *testing.T, root string, withTime bool) map[string]entry {
 		m[rel] = e
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return m, err
 }
 
 // gitModes keeps of each mode what a checkpoint promises to restore: the
@@ -1322,22 +1427,31 @@ type journalRecord struct {
 // readJournal reads the journal of a state directory.
 func readJournal(t *testing.T, state string) []journalRecord {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(state, "journal.jsonl"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	recs, err := readJournalOf(state)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return recs
+}
+
+// readJournalOf is readJournal, with its error.
+func readJournalOf(state string) ([]journalRecord, error) {
+	data, err := os.ReadFile(filepath.Join(state, "journal.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	var recs []journalRecord
 	for l := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
 		var r journalRecord
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("journal line %q: %v", l, err)
+			return nil, fmt.Errorf("journal line %q: %v", l, err)
 		}
 		recs = append(recs, r)
 	}
-	return recs
+	return recs, nil
 }
 
 // checkJournal checks every line of a journal: valid JSON with the fields
@@ -1345,16 +1459,24 @@ func readJournal(t *testing.T, state string) []journalRecord {
 // ids, increasing when ordered (steps did not run at once).
 func checkJournal(t *testing.T, state string, ordered bool) {
 	t.Helper()
+	for _, p := range journalProblems(state, ordered) {
+		t.Error(p)
+	}
+}
+
+// journalProblems is what checkJournal finds wrong.
+func journalProblems(state string, ordered bool) []string {
+	var probs []string
+	errorf := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	data, err := os.ReadFile(filepath.Join(state, "journal.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
-		return
+		return nil
 	}
 	if err != nil {
-		t.Error(err)
-		return
+		return []string{err.Error()}
 	}
 	if len(data) > 0 && data[len(data)-1] != '\n' {
-		t.Errorf("journal does not end with a newline")
+		errorf("journal does not end with a newline")
 	}
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	// An outer step is journaled when it ends, after the steps run inside
@@ -1373,12 +1495,12 @@ func checkJournal(t *testing.T, state string, ordered bool) {
 	for i, l := range lines {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Errorf("journal line %d is not JSON: %v\n%s", i+1, err, l)
+			errorf("journal line %d is not JSON: %v\n%s", i+1, err, l)
 			continue
 		}
 		for _, k := range []string{"id", "time", "class", "exit", "outcome"} {
 			if _, ok := m[k]; !ok {
-				t.Errorf("journal line %d has no %s: %s", i+1, k, l)
+				errorf("journal line %d has no %s: %s", i+1, k, l)
 			}
 		}
 		var r struct {
@@ -1387,24 +1509,25 @@ func checkJournal(t *testing.T, state string, ordered bool) {
 			Outcome string    `json:"outcome"`
 		}
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Errorf("journal line %d: %v", i+1, err)
+			errorf("journal line %d: %v", i+1, err)
 			continue
 		}
 		// A refused step took no checkpoint; every other one did.
 		if _, ok := m["checkpoints"]; !ok && r.Outcome != "refused" {
-			t.Errorf("journal line %d (outcome %s) has no checkpoints: %s", i+1, r.Outcome, l)
+			errorf("journal line %d (outcome %s) has no checkpoints: %s", i+1, r.Outcome, l)
 		}
 		if r.Time.IsZero() {
-			t.Errorf("journal line %d has no time: %s", i+1, l)
+			errorf("journal line %d has no time: %s", i+1, l)
 		}
 		if seen[r.ID] || r.ID <= 0 {
-			t.Errorf("journal line %d: id %d is not new", i+1, r.ID)
+			errorf("journal line %d: id %d is not new", i+1, r.ID)
 		}
 		seen[r.ID] = true
 		// A step whose undosh was killed is recorded by the next one.
 		if r.ID < last && ordered && r.Outcome != "killed" && !outer[r.ID] {
-			t.Errorf("journal line %d: id %d after %d", i+1, r.ID, last)
+			errorf("journal line %d: id %d after %d", i+1, r.ID, last)
 		}
 		last = max(last, r.ID)
 	}
+	return probs
 }
