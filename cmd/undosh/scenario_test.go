@@ -655,58 +655,6 @@ func writePolicy(t *testing.T, text string) string {
 	return "UNDOSH_POLICY=" + p
 }
 
-// TestVerify: a step that passes but fails verify is rolled back with
-// verify's status; one that passes verify is kept.
-func TestVerify(t *testing.T) {
-	t.Parallel()
-	pol := writePolicy(t, "version: 1\nverify: \"test -f ok || exit 7\"\n")
-	w := seedWS(t)
-	before := w.gitState()
-	tree := snapshot(t, w.dir, false)
-	r := w.run(`echo x > out.txt`, pol)
-	checkRolledBack(t, r, 7, 1)
-	if l := r.undoshLines(); len(l) == 1 && !strings.Contains(l[0], "verify `test -f ok || exit 7` failed (exit 7)") {
-		t.Errorf("rollback line does not name verify: %q", l[0])
-	}
-	if d := cmp.Diff(tree, snapshot(t, w.dir, false)); d != "" {
-		t.Errorf("workspace after the rollback (-before +after):\n%s", d)
-	}
-	if d := cmp.Diff(before, w.gitState()); d != "" {
-		t.Errorf("git state after the rollback (-before +after):\n%s", d)
-	}
-
-	r = w.run(`echo x > out.txt && touch ok`, pol)
-	if r.code != 0 || r.stderr != "" {
-		t.Errorf("a step that passes verify: want exit 0 and no output\n%s", r)
-	}
-	if !w.exists("out.txt") || !w.exists("ok") {
-		t.Errorf("a step that passes verify lost its changes")
-	}
-	recs := readJournal(t, w.state)
-	if len(recs) != 2 || recs[0].VerifyOK == nil || *recs[0].VerifyOK || recs[1].VerifyOK == nil || !*recs[1].VerifyOK {
-		t.Errorf("journal: want verify_ok false then true, got %+v", recs)
-	}
-}
-
-// TestRollbackNever: with rollback: never, a failing step keeps its
-// changes and undosh says nothing.
-func TestRollbackNever(t *testing.T) {
-	t.Parallel()
-	pol := writePolicy(t, "version: 1\nrollback: never\n")
-	w := seedWS(t)
-	r := w.run(`sed -i 's/var /let /g' index.js && echo x > out.txt && false`, pol)
-	if r.code != 1 || r.stderr != "" {
-		t.Errorf("want exit 1 and nothing on stderr\n%s", r)
-	}
-	if !w.exists("out.txt") || !strings.HasPrefix(w.read("index.js"), "let ") {
-		t.Errorf("the step's changes were not kept")
-	}
-	recs := readJournal(t, w.state)
-	if len(recs) != 1 || recs[0].Outcome != "kept" {
-		t.Errorf("journal: want one kept step, got %+v", recs)
-	}
-}
-
 // TestBack: undoctl back N, several steps later, puts the workspace back
 // as it was before step N.
 func TestBack(t *testing.T) {
