@@ -22,6 +22,16 @@ func TestStatusWrong(t *testing.T) {
 	}
 }
 
+// TestStatusSignal: a death by a signal is not the exit status 128+n
+// that a shell would report.
+func TestStatusSignal(t *testing.T) {
+	var r recT
+	testscript.RunT(&r, testscript.Params{Files: []string{"testdata/wrongsig.txtar"}, Cmds: Cmds()})
+	if !r.failed || !strings.Contains(r.log.String(), "sh died of SIGKILL, want 137") {
+		t.Errorf("status 137 of a command killed by SIGKILL: failed %v, log:\n%s", r.failed, r.log.String())
+	}
+}
+
 // recT is a testscript.T that records a failure instead of failing.
 type recT struct {
 	failed bool
