@@ -449,65 +449,6 @@ func checkRolledBack(t *testing.T, r stepResult, code, files int) {
 	}
 }
 
-// TestRollbackScenarios runs steps that fail after changing the workspace
-// (its files, its .git, its ignored files) and checks that everything is
-// as it was: every file with its mode and content, git status, every ref
-// and the stashes.
-func TestRollbackScenarios(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		setup  func(w *ws)
-		script string
-		code   int
-		files  int // the count the rollback line names; -1: any
-	}{
-		{name: "sed then false", script: `sed -i 's/var /let /g' index.js && false`, code: 1, files: 1},
-		{name: "rm -rf src", script: `rm -rf src && false`, code: 1, files: -1},
-		{name: "git checkout then failing test", script: `git checkout . && sh -c 'exit 3'`, code: 3, files: -1},
-		{name: "git checkout then test.sh", script: `git checkout . && ./test.sh`, code: 1, files: -1},
-		{name: "dependency change", script: `echo '{"dependencies":{"x":"1"}}' > package.json && echo lock > package-lock.json && mkdir -p node_modules/x && echo x > node_modules/x/index.js && rm -rf node_modules/left-pad && false`, code: 1, files: -1},
-		{name: "git reset --hard", script: `git reset --hard && false`, code: 1, files: -1},
-		{name: "rm -rf .git", script: `rm -rf .git && false`, code: 1, files: -1},
-		{name: "exit status passes through", script: `echo x > out.txt; sh -c 'exit 42'`, code: 42, files: 1},
-		{name: "git stash drop and branch -D", script: `git stash drop -q && git branch -D feature && false`, code: 1, files: -1},
-		{name: "git commit", script: `git add -A && git commit -qm wip && false`, code: 1, files: -1},
-		{name: "git clean -ffdx", script: `git clean -ffdxq && false`, code: 1, files: -1},
-		{name: "git gc --prune=now", script: `git stash clear && git gc -q --prune=now && false`, code: 1, files: -1},
-		{name: "chmod and symlinks", script: `chmod 600 src/run.sh && rm src/link.js && ln -s index.js src/link.js && rm -rf src/deeplink && mkdir src/deeplink && false`, code: 1, files: -1},
-		{name: "nested repository", script: `cd vendor/lib && git add -A && git -c user.name=T -c user.email=t@e commit -qm two && rm -rf .git && false`, code: 1, files: -1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			w := seedWS(t)
-			if tt.setup != nil {
-				tt.setup(w)
-			}
-			nested := filepath.Join(w.dir, "vendor", "lib")
-			nestedLog := w.gitIn(nested, "log", "--all", "--format=%H%d")
-			before := w.gitState()
-			tree := snapshot(t, w.dir, false)
-			r := w.run(tt.script)
-			after := snapshot(t, w.dir, false)
-			checkRolledBack(t, r, tt.code, tt.files)
-			if d := cmp.Diff(gitModes(tree), gitModes(after)); d != "" {
-				t.Errorf("workspace after the rollback (-before +after):\n%s", d)
-			}
-			if d := cmp.Diff(before, w.gitState()); d != "" {
-				t.Errorf("git state after the rollback (-before +after):\n%s", d)
-			}
-			if d := cmp.Diff(nestedLog, w.gitIn(nested, "log", "--all", "--format=%H%d")); d != "" {
-				t.Errorf("nested repository after the rollback (-before +after):\n%s", d)
-			}
-			recs := readJournal(t, w.state)
-			if len(recs) != 1 || recs[0].Outcome != "rolled back" || recs[0].Exit != tt.code {
-				t.Errorf("journal: want one rolled back step with exit %d, got %+v", tt.code, recs)
-			}
-		})
-	}
-}
-
 // TestRollbackPermissions: a rollback should give back every permission
 // bit, not only the executable bit: a private file deleted by a failed step
 // must not come back readable by everyone.
