@@ -449,38 +449,6 @@ func checkRolledBack(t *testing.T, r stepResult, code, files int) {
 	}
 }
 
-// TestRollbackPermissions: a rollback should give back every permission
-// bit, not only the executable bit: a private file deleted by a failed step
-// must not come back readable by everyone.
-func TestRollbackPermissions(t *testing.T) {
-	t.Parallel()
-	for _, script := range []string{
-		"rm -rf private && false",
-		"chmod 644 private/key && chmod 755 private/ro.txt private/run && chmod 755 private && false",
-	} {
-		t.Run(script, func(t *testing.T) {
-			t.Parallel()
-			w := seedWS(t)
-			w.write("private/key", "secret\n", 0o600)
-			w.write("private/ro.txt", "read only\n", 0o444)
-			w.write("private/run", "#!/bin/sh\n", 0o750)
-			if err := os.Chmod(filepath.Join(w.dir, "private"), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			tree := snapshot(t, w.dir, false)
-			r := w.run(script)
-			checkRolledBack(t, r, 1, -1)
-			after := snapshot(t, w.dir, false)
-			if d := cmp.Diff(gitModes(tree), gitModes(after)); d != "" {
-				t.Fatalf("workspace after the rollback (-before +after):\n%s", d)
-			}
-			if d := cmp.Diff(only(tree, "private"), only(after, "private")); d != "" {
-				t.Errorf("permission bits after the rollback (-before +after):\n%s", d)
-			}
-		})
-	}
-}
-
 // TestKeptStep: a step that passes keeps its changes, undosh says nothing,
 // and no byte of .git changes (nor its modification times).
 func TestKeptStep(t *testing.T) {
@@ -551,37 +519,6 @@ func TestReadOnlyPassesThrough(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(w.state, name)); err == nil {
 			t.Errorf("a read-only step created %s in the state directory", name)
 		}
-	}
-}
-
-// TestKilledStep: a step killed by SIGKILL from inside is rolled back,
-// and undosh then dies by the same signal.
-func TestKilledStep(t *testing.T) {
-	t.Parallel()
-	w := seedWS(t)
-	// A perl script kills its parent, the bash undosh runs. undosh does
-	// not read perl, so the step is an unknown program: class git.
-	w.write("die.pl", "#!/usr/bin/perl\nkill 'KILL', getppid;\n", 0o755)
-	before := w.gitState()
-	tree := snapshot(t, w.dir, false)
-	r := w.run(`touch f; ./die.pl; true`)
-	ws, ok := r.ps.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("undosh ended with %v, want death by SIGKILL\n%s", r.ps, r)
-	}
-	checkRolledBack(t, r, -1, 1)
-	if l := r.undoshLines(); len(l) == 1 && !strings.Contains(l[0], "killed by SIGKILL") {
-		t.Errorf("rollback line does not name the signal: %q", l[0])
-	}
-	if d := cmp.Diff(tree, snapshot(t, w.dir, false)); d != "" {
-		t.Errorf("workspace after the rollback (-before +after):\n%s", d)
-	}
-	if d := cmp.Diff(before, w.gitState()); d != "" {
-		t.Errorf("git state after the rollback (-before +after):\n%s", d)
-	}
-	recs := readJournal(t, w.state)
-	if len(recs) != 1 || recs[0].Signal != "SIGKILL" || recs[0].Outcome != "rolled back" {
-		t.Errorf("journal: want one rolled back step killed by SIGKILL, got %+v", recs)
 	}
 }
 
