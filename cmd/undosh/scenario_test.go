@@ -206,17 +206,6 @@ func (w *ws) write(rel, content string, mode fs.FileMode) {
 	}
 }
 
-func (w *ws) symlink(target, rel string) {
-	w.t.Helper()
-	p := filepath.Join(w.dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.Symlink(target, p); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
 func (w *ws) read(rel string) string {
 	w.t.Helper()
 	data, err := os.ReadFile(filepath.Join(w.dir, rel))
