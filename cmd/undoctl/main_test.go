@@ -61,4 +61,3 @@ func TestScript(t *testing.T) {
 		},
 	})
 }
-
