@@ -12,16 +12,27 @@ import (
 
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/internal/scripttest"
+	"github.com/undosh/undosh/internal/testuser"
 	place "github.com/undosh/undosh/internal/where"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(changingEtc{m}, map[string]func(){
 		"undoctl": main,
 		// pid 1 of a copy of the machine (undoctl run --fork, try):
 		// fork re-executes this binary under that name.
 		fork.InitName: main,
 	})
+}
+
+// changingEtc runs the tests holding testuser.ChangingEtc: machine steps
+// commit to /etc, and test users are made there.
+type changingEtc struct{ m *testing.M }
+
+func (c changingEtc) Run() int {
+	release := testuser.ChangingEtc()
+	defer release()
+	return c.m.Run()
 }
 
 // TestScript runs the end-to-end scripts in testdata/script. Besides
