@@ -438,49 +438,6 @@ func checkRolledBack(t *testing.T, r stepResult, code, files int) {
 	}
 }
 
-// TestKeptStep: a step that passes keeps its changes, undosh says nothing,
-// and no byte of .git changes (nor its modification times).
-func TestKeptStep(t *testing.T) {
-	t.Parallel()
-	w := seedWS(t)
-	w.gitState() // let git refresh its index now, not between the snapshots
-	tree := snapshot(t, w.dir, true)
-	r := w.run(`sed -i 's/var /let /g' index.js`)
-	if r.code != 0 || r.stderr != "" || r.stdout != "" {
-		t.Fatalf("want exit 0 and no output\n%s", r)
-	}
-	if got, want := w.read("index.js"), "let a = 1;\nlet b = 2;\n"; got != want {
-		t.Errorf("index.js = %q, want %q", got, want)
-	}
-	after := snapshot(t, w.dir, true)
-	if d := cmp.Diff(only(tree, ".git"), only(after, ".git")); d != "" {
-		t.Errorf("undosh wrote into .git (-before +after):\n%s", d)
-	}
-	// sed -i renames a new index.js into place: the directory changes too.
-	for _, p := range []string{".", "index.js"} {
-		delete(tree, p)
-		delete(after, p)
-	}
-	if d := cmp.Diff(tree, after); d != "" {
-		t.Errorf("workspace besides index.js (-before +after):\n%s", d)
-	}
-	recs := readJournal(t, w.state)
-	if len(recs) != 1 || recs[0].Outcome != "kept" || len(recs[0].Checkpoints) != 1 {
-		t.Errorf("journal: want one kept step with one checkpoint, got %+v", recs)
-	}
-}
-
-// only keeps the entries of a snapshot under dir.
-func only(m map[string]entry, dir string) map[string]entry {
-	out := map[string]entry{}
-	for k, v := range m {
-		if k == dir || strings.HasPrefix(k, dir+"/") {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // TestReadOnlyPassesThrough: ls is exec'd (bash's $$ is undosh's pid),
 // and touches no byte of the workspace; with no classifier to watch the
 // workspace (TestWatchedSteps has one), it takes no checkpoint, which

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -20,8 +21,10 @@ import (
 // status:
 //
 //	seedws DIR           makes DIR the repository of seedWS
-//	tree [-git] DIR      prints every path under DIR: mode, size, content
-//	                     (snapshot; with -git, the modes gitModes keeps)
+//	tree [-git] [-time] [-skip PATH]... DIR
+//	                     prints every path under DIR but those skipped:
+//	                     mode, size, content (snapshot; with -git, the
+//	                     modes gitModes keeps; with -time, the mtime)
 //	gitstate DIR         prints gitState of the repository DIR
 //	journal [-parallel] [STATE]
 //	                     checks the journal of STATE ($WORK/state) as
@@ -71,17 +74,31 @@ func cmdSeedWS(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 func cmdTree(ts *testscript.TestScript, neg bool, args []string) {
-	git := len(args) > 0 && args[0] == "-git"
-	if git {
+	var git, withTime bool
+	var skip []string
+	for len(args) > 1 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-git":
+			git = true
+		case "-time":
+			withTime = true
+		case "-skip":
+			skip, args = append(skip, args[1]), args[1:]
+		default:
+			ts.Fatalf("tree: unknown flag %s", args[0])
+		}
 		args = args[1:]
 	}
 	if neg || len(args) != 1 {
-		ts.Fatalf("usage: tree [-git] DIR")
+		ts.Fatalf("usage: tree [-git] [-time] [-skip PATH]... DIR")
 	}
-	m, err := snapshotOf(ts.MkAbs(args[0]), false)
+	m, err := snapshotOf(ts.MkAbs(args[0]), withTime)
 	ts.Check(err)
 	if git {
 		m = gitModes(m)
+	}
+	for _, p := range skip {
+		delete(m, p)
 	}
 	paths := make([]string, 0, len(m))
 	for p := range m {
@@ -90,7 +107,11 @@ func cmdTree(ts *testscript.TestScript, neg bool, args []string) {
 	slices.Sort(paths)
 	for _, p := range paths {
 		e := m[p]
-		fmt.Fprintf(ts.Stdout(), "%s %v %d %s\n", p, e.Mode, e.Size, e.Sum)
+		line := fmt.Sprintf("%s %v %d %s", p, e.Mode, e.Size, e.Sum)
+		if withTime {
+			line += " " + e.MTime.Format(time.RFC3339Nano)
+		}
+		fmt.Fprintln(ts.Stdout(), line)
 	}
 }
 
