@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
+
 	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
+	"github.com/undosh/undosh/internal/scripttest"
 	"github.com/undosh/undosh/internal/undohost"
 )
 
@@ -28,19 +31,36 @@ func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == fork.InitName {
 		os.Exit(fork.Init())
 	}
+	// The scripts run this test binary as undohost; the daemons of the
+	// Go tests are a build of their own, with the race detector.
+	testscript.Main(built{m}, map[string]func(){"undohost": main})
+}
+
+// built runs the tests with bin built.
+type built struct{ m *testing.M }
+
+func (b built) Run() int {
 	dir, err := os.MkdirTemp("", "undohost-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer os.RemoveAll(dir)
 	bin = filepath.Join(dir, "undohost")
 	if out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build undohost: %v\n%s", err, out)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return b.m.Run()
+}
+
+// TestScript runs the end-to-end scripts in testdata/script.
+func TestScript(t *testing.T) {
+	t.Parallel()
+	testscript.Run(t, testscript.Params{
+		Dir:  "testdata/script",
+		Cmds: scripttest.Cmds(),
+	})
 }
 
 // daemon is one undohost process.

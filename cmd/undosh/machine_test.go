@@ -154,62 +154,6 @@ func TestMachineSteps(t *testing.T) {
 	}
 }
 
-// undoctl try shows what a command would change and always discards it;
-// undoctl run --fork commits it.
-func TestUndoctlTryAndRun(t *testing.T) {
-	needForkEngine(t)
-	env, ws := machineEnv(t)
-	p := harmless(t)
-	got := runWith(t, undoctlBin, ws, env, "undoctl", "try", "--json", "--", "sh", "-c", "printf abc > "+p)
-	if got.code != 0 {
-		t.Fatalf("try: %+v", got)
-	}
-	var res struct {
-		Exit    int
-		Changes []struct {
-			Path, What string
-			Size       int64
-		}
-	}
-	if err := json.Unmarshal([]byte(got.stdout), &res); err != nil {
-		t.Fatalf("try --json: %v\n%s", err, got.stdout)
-	}
-	if len(res.Changes) != 1 || res.Changes[0].Path != p || res.Changes[0].What != "added" || res.Changes[0].Size != 3 {
-		t.Errorf("try --json changes: %+v", res.Changes)
-	}
-	if _, err := os.Lstat(p); !os.IsNotExist(err) {
-		t.Errorf("try left %s on the machine: %v", p, err)
-	}
-
-	got = runWith(t, undoctlBin, ws, env, "undoctl", "run", "--fork", "--verify", "test -s "+p, "--", "sh", "-c", "printf abc > "+p)
-	if got.code != 0 {
-		t.Fatalf("run --fork: %+v", got)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "abc" {
-		t.Errorf("run --fork did not commit: %q", b)
-	}
-	got = runWith(t, undoctlBin, ws, env, "undoctl", "run", "--fork", "--verify", "false", "--", "sh", "-c", "printf new > "+p)
-	if got.code != 1 {
-		t.Errorf("run --fork with a failing verify: %+v", got)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "abc" {
-		t.Errorf("a run whose verify failed changed the machine: %q", b)
-	}
-	// The committed run is the last step but one (the refused run is last).
-	recs := journalRecords(t, env)
-	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i]["outcome"] == "committed" {
-			if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", fmt.Sprint(recs[i]["id"])); back.code != 0 {
-				t.Errorf("undoctl back of the run: %+v", back)
-			}
-			break
-		}
-	}
-	if _, err := os.Lstat(p); !os.IsNotExist(err) {
-		t.Errorf("%s is still there after undoctl back: %v", p, err)
-	}
-}
-
 // undoLast undoes the last step with undoctl back, so that the machine
 // and the fork engine's journal are left as they were.
 func undoLast(t *testing.T, env []string, ws string) {

@@ -181,21 +181,3 @@ func TestRootlessTwoUsers(t *testing.T) {
 		}
 	}
 }
-
-// undoctl doctor says how machine steps run for a user who is not root:
-// in a rootless copy, or, where none can be made, why, with the fallback.
-func TestRootlessDoctor(t *testing.T) {
-	u := testuser.New(t, "undosh-rl-doctor", testuser.Options{Home: true})
-	undoctl := testuser.Install(t, undoctlBin)
-	r := asUser(t, u, u.Home, []string{"UNDOSH_POLICY=-"}, undoctl, "doctor")
-	if !strings.Contains(r.stdout, "machine steps:  in a rootless copy (a user namespace that maps uid "+fmt.Sprint(u.UID)+" to itself") {
-		if strings.Contains(r.stdout, "no copy can be made here") {
-			t.Skipf("no rootless copy here:\n%s", r.stdout)
-		}
-		t.Errorf("doctor as %s:\n%s", u.Name, r.stdout)
-	}
-	r = asUser(t, u, u.Home, []string{"UNDOSH_POLICY=-", "UNDOSH_NO_FORK_ENGINE=1"}, undoctl, "doctor")
-	if !strings.Contains(r.stdout, "machine steps:  no copy can be made here: the local fork engine is turned off (UNDOSH_NO_FORK_ENGINE); host.fallback: git") {
-		t.Errorf("doctor as %s with the engine off:\n%s", u.Name, r.stdout)
-	}
-}

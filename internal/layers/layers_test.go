@@ -72,10 +72,11 @@ var table = map[string]level{
 	"internal/watchd":   middle,
 	"service":           middle,
 
-	"internal/harness":  testSupport,
-	"internal/testsvc":  testSupport,
-	"internal/testuser": testSupport,
-	"internal/vmtest":   testSupport,
+	"internal/harness":    testSupport,
+	"internal/scripttest": testSupport,
+	"internal/testsvc":    testSupport,
+	"internal/testuser":   testSupport,
+	"internal/vmtest":     testSupport,
 
 	"shell": shellLevel,
 
