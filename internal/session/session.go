@@ -620,7 +620,9 @@ func parseExports(text string) ([]string, map[string]string) {
 			}
 			v := ""
 			if a.Value != nil {
-				if v, err = expand.Literal(nil, a.Value); err != nil {
+				// A config of its own: expand.Literal writes into the
+				// shared one that nil stands for, a race between sessions.
+				if v, err = expand.Literal(&expand.Config{}, a.Value); err != nil {
 					continue
 				}
 			}
