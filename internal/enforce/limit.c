@@ -806,12 +806,29 @@ static void mount_overlay(const char *root, const char *mp, const char *upper, c
 	free(target);
 }
 
-static void bind_into(const char *root, const char *src, int recursive, const char *what) {
+// bind_into binds src at the same path in root. With gone_ok, a src that
+// no longer exists (a mount of the machine that ended after the plan was
+// made, such as another step's copy) is left out: the view then shows
+// what the machine shows there now.
+// It reports whether it bound src.
+static int bind_into(const char *root, const char *src, int recursive, int gone_ok, const char *what) {
 	char *target = join(root, src);
-	if (mount(src, target, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) != 0) {
+	int ok = mount(src, target, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) == 0;
+	if (!ok && !(gone_ok && errno == ENOENT)) {
 		fail(what, errno, src, hint_ns);
 	}
 	free(target);
+	return ok;
+}
+
+// left_out reports whether path is one of the n binds left out.
+static int left_out(char **gone, int n, const char *path) {
+	for (int i = 0; i < n; i++) {
+		if (strcmp(gone[i], path) == 0) {
+			return 1;
+		}
+	}
+	return 0;
 }
 
 // apply_capture builds the view the plan describes in p->root and makes
@@ -828,6 +845,14 @@ static void apply_capture(struct undosh_plan *p) {
 		fail("make / private", errno, "/", hint_ns);
 	}
 	const char *root = p->root;
+	// The binds left out, whose read-only marks are left out with them:
+	// on a path that is no mount, the mark would fall on the mount
+	// that holds it.
+	char **gone = calloc(p->nactions + 1, sizeof *gone);
+	int ngone = 0;
+	if (gone == NULL) {
+		fail("build the view", ENOMEM, "calloc", hint_ns);
+	}
 	for (int i = 0; i < p->nactions; i++) {
 		struct undosh_field *f = &p->actions[i];
 		char *target;
@@ -839,10 +864,14 @@ static void apply_capture(struct undosh_plan *p) {
 			break;
 		case 'w':
 		case 'b':
-			bind_into(root, f->s, 1, f->tag == 'w' ? "bind a writable path" : "bind a tree of the machine");
+			if (!bind_into(root, f->s, 1, f->tag == 'b', f->tag == 'w' ? "bind a writable path" : "bind a tree of the machine")) {
+				gone[ngone++] = f->s;
+			}
 			break;
 		case 'B':
-			bind_into(root, f->s, 0, "bind a mount of the machine");
+			if (!bind_into(root, f->s, 0, 1, "bind a mount of the machine")) {
+				gone[ngone++] = f->s;
+			}
 			break;
 		case 'E':
 			target = join(root, f->s);
@@ -853,6 +882,9 @@ static void apply_capture(struct undosh_plan *p) {
 			break;
 		case 'R':
 		case 'P':
+			if (left_out(gone, ngone, f->s)) {
+				break;
+			}
 			target = join(root, f->s);
 			if (setattr_ro(target, f->tag == 'R', 0) != 0) {
 				if (errno != ENOSYS) {
@@ -868,6 +900,7 @@ static void apply_capture(struct undosh_plan *p) {
 			break;
 		}
 	}
+	free(gone);
 	if (chdir(root) != 0) {
 		fail("enter the view", errno, root, hint_ns);
 	}
