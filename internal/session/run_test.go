@@ -52,6 +52,30 @@ func realBash(t *testing.T) string {
 	return bash
 }
 
+// pipe is os.Pipe, failing the test when it fails.
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, w
+}
+
+// check fails t unless the lines begun and those ended (TEXT=STATUS)
+// are the ones wanted, in order.
+func (r *recorder) check(t *testing.T, begun, ended []string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Equal(r.begun, begun) {
+		t.Errorf("begun %q, want %q", r.begun, begun)
+	}
+	if !slices.Equal(r.ended, ended) {
+		t.Errorf("ended %q, want %q", r.ended, ended)
+	}
+}
+
 // readAll reads r to its end in the background.
 func readAll(r io.Reader) <-chan string {
 	out := make(chan string, 1)
@@ -74,19 +98,10 @@ func TestPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	in, feed, err := os.Pipe() // bash's standard input, which only the session writes
-	if err != nil {
-		t.Fatal(err)
-	}
-	callerR, callerW, err := os.Pipe() // the caller's commands, still coming
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, feed := pipe(t) // bash's standard input, which only the session writes
+	callerR, callerW := pipe(t) // the caller's commands, still coming
 	defer callerR.Close()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	outR, outW := pipe(t)
 	defer outR.Close()
 	out := readAll(outR)
 	if _, err := io.WriteString(callerW, "echo two\nfalse\necho skipped\nexit 3\n"); err != nil {
@@ -121,12 +136,7 @@ func TestPipe(t *testing.T) {
 	}
 	wantBegun := []string{"echo one", "echo two", "false", "echo skipped", "exit 3"}
 	wantEnded := []string{"echo one=0", "echo two=0", "false=1", "exit 3=3"}
-	if !slices.Equal(lines.begun, wantBegun) {
-		t.Errorf("begun %q, want %q", lines.begun, wantBegun)
-	}
-	if !slices.Equal(lines.ended, wantEnded) {
-		t.Errorf("ended %q, want %q", lines.ended, wantEnded)
-	}
+	lines.check(t, wantBegun, wantEnded)
 }
 
 // TestInteractive runs a real interactive bash on a PTY, typed to from a
@@ -140,15 +150,9 @@ func TestInteractive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	typed, typing, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	typed, typing := pipe(t)
 	defer typed.Close()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	outR, outW := pipe(t)
 	defer outR.Close()
 	out := readAll(outR)
 	if _, err := io.WriteString(typing, "echo hi\nfalse\necho skipped\nexit 4\n"); err != nil {
@@ -178,10 +182,5 @@ func TestInteractive(t *testing.T) {
 	}
 	wantBegun := []string{"echo hi", "false", "echo skipped", "exit 4"}
 	wantEnded := []string{"echo hi=0", "false=1", "exit 4=4"}
-	if !slices.Equal(lines.begun, wantBegun) {
-		t.Errorf("begun %q, want %q", lines.begun, wantBegun)
-	}
-	if !slices.Equal(lines.ended, wantEnded) {
-		t.Errorf("ended %q, want %q", lines.ended, wantEnded)
-	}
+	lines.check(t, wantBegun, wantEnded)
 }
