@@ -98,7 +98,7 @@ func TestPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	in, feed := pipe(t) // bash's standard input, which only the session writes
+	in, feed := pipe(t)         // bash's standard input, which only the session writes
 	callerR, callerW := pipe(t) // the caller's commands, still coming
 	defer callerR.Close()
 	outR, outW := pipe(t)
