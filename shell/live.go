@@ -297,11 +297,18 @@ func (l *liveStep) checkpointServices(ctx context.Context, rec *journal.Record) 
 const dying = 500 * time.Millisecond
 
 // killed records, once the step has ended, which of its targets are gone.
-// It waits up to dying for those the step named, not for the rest (a
-// kill whose targets are known only at run time), most of which live on.
+// It waits up to dying for those the step named, and, of the rest (a
+// kill whose targets are known only at run time, most of which live on),
+// for those a signal has doomed.
 func (l *liveStep) killed(rec *journal.Record) {
 	if l != nil {
-		procs.WaitGone(l.targets[:l.named], dying)
+		wait := slices.Clip(l.targets[:l.named])
+		for _, p := range l.targets[l.named:] {
+			if p.Dying() {
+				wait = append(wait, p)
+			}
+		}
+		procs.WaitGone(wait, dying)
 		rec.Killed = procs.Gone(l.targets)
 	}
 }

@@ -386,3 +386,62 @@ func Signal(ps []Proc, sig syscall.Signal) {
 func Alive(pid int) bool {
 	return pid > 0 && unix.Kill(pid, 0) == nil
 }
+
+// pfExiting is the kernel's PF_EXITING, in the flags of /proc/PID/stat:
+// the process has begun to exit.
+const pfExiting = 0x4
+
+// Dying reports whether p is about to end: it has begun to exit, or a
+// signal waits for it that it neither blocks, catches nor ignores and
+// whose default action ends it. A kill has returned once the signal is
+// sent; this tells a process it has doomed from one that lives on,
+// before the process has run its exit.
+func (p Proc) Dying() bool {
+	dir := filepath.Join(Root, strconv.Itoa(p.PID))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return false
+	}
+	status, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return false
+	}
+	q, err := parseStat(stat)
+	return err == nil && p.Same(q) && dying(stat, status)
+}
+
+// fatalByDefault is the set of signals (bit n-1 for signal n) whose
+// default action ends the process: all but SIGCHLD, SIGCONT, SIGSTOP,
+// SIGTSTP, SIGTTIN, SIGTTOU, SIGURG and SIGWINCH (signal(7)); real-time
+// signals end it too.
+const fatalByDefault = ^uint64(1<<(syscall.SIGCHLD-1) | 1<<(syscall.SIGCONT-1) | 1<<(syscall.SIGSTOP-1) |
+	1<<(syscall.SIGTSTP-1) | 1<<(syscall.SIGTTIN-1) | 1<<(syscall.SIGTTOU-1) | 1<<(syscall.SIGURG-1) |
+	1<<(syscall.SIGWINCH-1))
+
+// dying is Dying's rule, from the text of /proc/PID/stat and
+// /proc/PID/status. A fatal signal the kernel has delivered shows as a
+// SIGKILL pending in the thread's own set.
+func dying(stat, status []byte) bool {
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 6 {
+			if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
+				return true
+			}
+		}
+	}
+	sets := map[string]uint64{}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		key, val, ok := strings.Cut(line, ":")
+		switch key {
+		case "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt":
+			if n, err := strconv.ParseUint(strings.TrimSpace(val), 16, 64); ok && err == nil {
+				sets[key] = n
+			}
+		}
+	}
+	pending := sets["SigPnd"] | sets["ShdPnd"]
+	if pending&(1<<(syscall.SIGKILL-1)) != 0 {
+		return true
+	}
+	return pending&^(sets["SigBlk"]|sets["SigIgn"]|sets["SigCgt"])&fatalByDefault != 0
+}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestReadSelf(t *testing.T) {
@@ -181,5 +183,69 @@ func TestStartAsUser(t *testing.T) {
 	defer Stop(q, syscall.SIGKILL, 5*time.Second)
 	if q.UID != 65534 || q.GID != 65534 || !slices.Equal(q.Groups, []int{100, 65534}) {
 		t.Fatalf("started as uid %d, gid %d, groups %v", q.UID, q.GID, q.Groups)
+	}
+}
+
+func TestDyingRule(t *testing.T) {
+	const stat = "9 (a) b) S 1 9 9 0 -1 %s 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0"
+	status := func(pnd, shd, blk, ign, cgt string) []byte {
+		return []byte("Name:\tx\nSigQ:\t0/1\nSigPnd:\t" + pnd + "\nShdPnd:\t" + shd + "\nSigBlk:\t" + blk +
+			"\nSigIgn:\t" + ign + "\nSigCgt:\t" + cgt + "\n")
+	}
+	const none, term, kill, chld = "0000000000000000", "0000000000004000", "0000000000000100", "0000000000010000"
+	for _, c := range []struct {
+		name   string
+		flags  string
+		status []byte
+		want   bool
+	}{
+		{"running", "4194304", status(none, none, none, none, none), false},
+		{"exiting", "4194308", status(none, none, none, none, none), true},
+		{"SIGKILL delivered", "4194304", status(kill, none, none, none, none), true},
+		{"SIGTERM pending", "4194304", status(none, term, none, none, none), true},
+		{"SIGTERM caught", "4194304", status(none, term, none, none, term), false},
+		{"SIGTERM blocked", "4194304", status(none, term, term, none, none), false},
+		{"SIGCHLD pending", "4194304", status(chld, none, none, none, none), false},
+		{"no status", "4194304", nil, false},
+	} {
+		if got := dying([]byte(strings.Replace(stat, "%s", c.flags, 1)), c.status); got != c.want {
+			t.Errorf("%s: dying = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A process that runs is not dying; one that has exited and waits to be
+// reaped has begun to exit.
+func TestDying(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	p, err := Read(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Dying() {
+		t.Fatal("a sleep that runs is dying")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped: it stays a zombie, which has begun to exit.
+	fd, err := unix.PidfdOpen(p.PID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10000); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Dying() {
+		t.Fatal("a zombie is not dying")
+	}
+	if (Proc{PID: p.PID, Start: p.Start + 1}).Dying() {
+		t.Fatal("another process of the same pid is dying")
 	}
 }
