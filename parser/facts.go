@@ -129,13 +129,10 @@ type Command struct {
 	// Network is set when code the command runs (python -c, node -e, perl
 	// -e) uses the network.
 	Network bool
-	// PushRefs, for a git push (or send-pack), are the refspecs the
-	// configuration makes it push besides those it names: the remote's
-	// remote.<name>.push, ":" for every matching branch (push.default
-	// matching, send-pack with none named), and "" for one known only at
-	// run time (push.default upstream, a configuration the step itself
-	// changed first).
-	PushRefs []string
+	// Push is set for a git command that may push: push, send-pack,
+	// http-push, subtree push, lfs push, or a subcommand known only at
+	// run time. It says what the push updates (push.go).
+	Push *Push
 	// Hosts are the servers the command names, as a program that
 	// reaches servers reads its words (hosts.go): URLs, host names and
 	// host:port, host:path for the copying programs (rsync, scp,
@@ -168,6 +165,51 @@ func (c *Command) Name() string {
 		return ""
 	}
 	return c.Argv[0].Value
+}
+
+// Push is what a git push updates, as its words and its configuration
+// say.
+type Push struct {
+	// Refs are the refspecs the command names, after its repository
+	// (every operand, with --repo).
+	Refs []Refspec
+	// Config are the refspecs the configuration makes it push besides
+	// those it names: the remote's remote.<name>.push, +refs/*:refs/*
+	// for remote.<name>.mirror, ":" for every matching branch
+	// (push.default matching, send-pack or http-push with none named),
+	// and one known only at run time (push.default upstream, a
+	// configuration the step itself changed first).
+	Config []Refspec
+	// Force is set when an option forces, deletes, prunes, mirrors or
+	// pushes every branch: --force (-f, and a cluster such as -fu),
+	// --force-with-lease, --force-if-includes, --delete (-d), --prune,
+	// --mirror, --all, --branches.
+	Force bool
+	// Current is set when the push updates the current branch: it names
+	// no refspec, or a refspec's destination is HEAD or @.
+	Current bool
+}
+
+// Refspec is one refspec of a push, [+]src:dst, read as git reads it.
+type Refspec struct {
+	// Text is the refspec as written (for a dynamic one, its source).
+	Text string
+	// Dynamic is set when it is known only at run time (or empty): it
+	// may update any branch.
+	Dynamic bool
+	// Forced is set for a leading +: the update need not fast-forward.
+	Forced bool
+	// Matching is set for ":" alone: every branch both sides have.
+	Matching bool
+	// Delete is set for an empty source, :dst, which deletes dst.
+	Delete bool
+	// Current is set when the destination is HEAD or @: the current
+	// branch.
+	Current bool
+	// Dst is the destination, completed as git completes it (heads/main
+	// and refs/heads/main are main); it may be a pattern (refs/heads/*
+	// is *). For a refspec without a colon it is the source.
+	Dst string
 }
 
 // Host is one server a command names.

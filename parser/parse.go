@@ -610,6 +610,7 @@ func (w *walker) record(c Command) {
 		c.Shadowed = true
 	}
 	wordHosts(&c)
+	pushWords(&c)
 	w.facts.Commands = append(w.facts.Commands, c)
 	w.noteRepoWrites(c)
 }

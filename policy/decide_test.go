@@ -208,6 +208,23 @@ func reaching(c policy.Command, hosts ...policy.Server) policy.Command {
 func remoteAt(v string) policy.Server   { return policy.Server{Value: v} }
 func loopbackAt(v string) policy.Server { return policy.Server{Value: v, Loopback: true} }
 
+// pushing is c with the push the parser reads in its words and
+// configuration (its Command.Push): the policy reads no refspec from the
+// arguments. TestPush in the parser reads these commands so.
+func pushing(c policy.Command, p policy.Push) policy.Command {
+	c.Push = &p
+	return c
+}
+
+// refs are refspecs that each name one branch.
+func refs(branches ...string) []policy.Refspec {
+	out := make([]policy.Refspec, len(branches))
+	for i, b := range branches {
+		out[i] = policy.Refspec{Text: b, Dst: b}
+	}
+	return out
+}
+
 func with(c policy.Command, f func(*policy.Command)) policy.Command {
 	f(&c)
 	return c
@@ -290,7 +307,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "possible constrained rule gives its condition",
-			in:        one(sub("1:1", "git $SUB", 1)),
+			in:        one(pushing(sub("1:1", "git $SUB", 1), policy.Push{Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -768,7 +785,7 @@ func TestDecide(t *testing.T) {
 		// git push.
 		{
 			name:    "push to a protected branch is denied",
-			in:      one(sub("1:1", "git push origin main", 1)),
+			in:      one(pushing(sub("1:1", "git push origin main", 1), policy.Push{Refs: refs("main")})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -776,7 +793,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "push to a protected branch by refspec is denied",
-			in:      one(sub("1:1", "git push origin HEAD:refs/heads/master", 1)),
+			in:      one(pushing(sub("1:1", "git push origin HEAD:refs/heads/master", 1), policy.Push{Refs: []policy.Refspec{{Text: "HEAD:refs/heads/master", Dst: "master"}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -784,7 +801,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "push to a protected branch after global options is denied",
-			in:      one(sub("1:1", "git -C /work/proj push origin main", 3)),
+			in:      one(pushing(sub("1:1", "git -C /work/proj push origin main", 3), policy.Push{Refs: refs("main")})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -792,7 +809,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "force push is denied",
-			in:      one(sub("1:1", "git push --force origin feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push --force origin feature/x", 1), policy.Push{Refs: refs("feature/x"), Force: true})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -800,7 +817,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "force push in combined short options is denied",
-			in:      one(sub("1:1", "git push -fu origin feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push -fu origin feature/x", 1), policy.Push{Refs: refs("feature/x"), Force: true})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -808,7 +825,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "forced refspec is denied",
-			in:      one(sub("1:1", "git push origin +feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push origin +feature/x", 1), policy.Push{Refs: []policy.Refspec{{Text: "+feature/x", Forced: true, Dst: "feature/x"}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -816,7 +833,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "deleting refspec is denied",
-			in:      one(sub("1:1", "git push origin :feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push origin :feature/x", 1), policy.Push{Refs: []policy.Refspec{{Text: ":feature/x", Delete: true, Dst: "feature/x"}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -824,7 +841,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push to a feature branch is constrained",
-			in:        one(sub("1:1", "git push -u origin feature/x", 1)),
+			in:        one(pushing(sub("1:1", "git push -u origin feature/x", 1), policy.Push{Refs: refs("feature/x")})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -834,7 +851,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push without a refspec is constrained on the current branch",
-			in:        one(sub("1:1", "git push", 1)),
+			in:        one(pushing(sub("1:1", "git push", 1), policy.Push{Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -843,7 +860,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push to a remote without a refspec is constrained on the current branch",
-			in:        one(sub("1:1", "git push origin", 1)),
+			in:        one(pushing(sub("1:1", "git push origin", 1), policy.Push{Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -852,7 +869,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push of HEAD is constrained on the current branch",
-			in:        one(sub("1:1", "git push origin HEAD", 1)),
+			in:        one(pushing(sub("1:1", "git push origin HEAD", 1), policy.Push{Refs: []policy.Refspec{{Text: "HEAD", Current: true, Dst: "HEAD"}}, Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -862,7 +879,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "push to a dynamic branch is refused",
-			in:      one(sub("1:1", "git push origin $BRANCH", 1)),
+			in:      one(pushing(sub("1:1", "git push origin $BRANCH", 1), policy.Push{Refs: []policy.Refspec{{Text: "$BRANCH", Dynamic: true}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -872,7 +889,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:      "force push allowed, protected branches and verify from the policy",
 			pol:       permissive,
-			in:        one(sub("1:1", "git push --force origin main", 1)),
+			in:        one(pushing(sub("1:1", "git push --force origin main", 1), policy.Push{Refs: refs("main"), Force: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -883,7 +900,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:    "push to the policy's protected branch",
 			pol:     permissive,
-			in:      one(sub("1:1", "git push origin prod", 1)),
+			in:      one(pushing(sub("1:1", "git push origin prod", 1), policy.Push{Refs: refs("prod")})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -894,12 +911,25 @@ func TestDecide(t *testing.T) {
 		{
 			name:      "push constraint on a rule without sub and a bare command",
 			pol:       bare,
-			in:        one(cmd("1:1", "git")),
+			in:        one(pushing(cmd("1:1", "git"), policy.Push{Current: true})),
 			class:     policy.Git,
 			verdict:   policy.Constrain,
 			condition: condCurrent,
 			verify:    "-",
 			reasons:   []policy.Reason{{Rule: "push", At: "b.yaml:4", Pos: "1:1", Class: policy.Git, Verdict: policy.Constrain}},
+		},
+		{
+			// What it would update is not known: the parser read no
+			// push in it.
+			name:    "push constraint on a command the parser does not read as a push",
+			pol:     bare,
+			in:      one(sub("1:1", "git branch -d main", 1)),
+			class:   policy.Git,
+			verdict: policy.Deny,
+			verify:  "-",
+			reasons: []policy.Reason{{Rule: "push", At: "b.yaml:4", Pos: "1:1", Class: policy.Git, Verdict: policy.Constrain},
+				{Rule: "push", At: "b.yaml:4", Pos: "1:1", Verdict: policy.Deny,
+					Text: "a push undosh cannot read is refused (constraint: push reads git's pushes)"}},
 		},
 		{
 			name:      "free-text constraint",
@@ -911,7 +941,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "conditions of several commands are joined once each",
 			in: policy.Input{Commands: []policy.Command{
-				sub("1:1", "git push origin feature/x", 1), cmd("1:27", "deploy prod"), cmd("1:40", "deploy prod"),
+				pushing(sub("1:1", "git push origin feature/x", 1), policy.Push{Refs: refs("feature/x")}), cmd("1:27", "deploy prod"), cmd("1:40", "deploy prod"),
 			}},
 			class:     policy.Git,
 			egress:    true,
@@ -924,7 +954,8 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a denied push wins over a constrained one",
 			in: policy.Input{Commands: []policy.Command{
-				sub("1:1", "git push origin feature/x", 1), sub("1:28", "git push origin main", 1),
+				pushing(sub("1:1", "git push origin feature/x", 1), policy.Push{Refs: refs("feature/x")}),
+				pushing(sub("1:28", "git push origin main", 1), policy.Push{Refs: refs("main")}),
 			}},
 			class:   policy.Git,
 			egress:  true,
@@ -1044,7 +1075,7 @@ func TestDecideDefault(t *testing.T) {
 	}{
 		{
 			name: "protected push",
-			in:   one(sub("1:1", "git push origin main", 1)),
+			in:   one(pushing(sub("1:1", "git push origin main", 1), policy.Push{Refs: refs("main")})),
 			want: policy.Decision{Class: policy.Git, Egress: true, Verdict: policy.Deny, Rollback: policy.RollbackOnFailure, Roots: []string{},
 				Reasons: []policy.Reason{
 					{Rule: "git-push", At: atDefault("  - name: git-push\n"), Pos: "1:1", Text: "git push origin main", Class: policy.Git, Egress: true,
