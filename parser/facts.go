@@ -148,9 +148,10 @@ type Command struct {
 	// Script is the path of the script whose text was read and walked for
 	// this command (`bash x.sh`, `./x.sh`, `source x.sh`, `npm run x`), or "".
 	Script string
-	// OwnSignal is set for a kill whose every target is the shell itself
-	// or one of its own jobs ($$, $!, %N): it reaches nothing outside the
-	// step.
+	// OwnSignal is set for the builtin kill when its every target is the
+	// shell itself or one of its own jobs ($$, $!, %N): it reaches
+	// nothing outside the step. Another program named kill (/bin/kill)
+	// never has it.
 	OwnSignal bool
 	// Via says how nested code was reached ("bash -c", "eval",
 	// "find -exec", "script ./x.sh", …), or "" at the top level.

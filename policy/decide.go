@@ -59,7 +59,8 @@ type Command struct {
 	Cwd    string // "" when unknown
 	Writes []Write
 	Via    string
-	// OwnSignal: a kill of the shell itself or its own jobs only.
+	// OwnSignal: a kill of the shell itself or its own jobs only (the
+	// parser's Command.OwnSignal).
 	OwnSignal bool
 }
 
@@ -342,7 +343,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 	case c.Function:
 		out = append(out, Reason{Rule: "function", Pos: c.Pos,
 			Text: "calls the function " + name + " (its body is classified)"})
-	case c.OwnSignal && base == "kill" && !c.Shadowed:
+	case c.OwnSignal && !c.Shadowed:
 		out = append(out, Reason{Rule: "own-processes", Pos: c.Pos,
 			Text: text + ": signals only the shell itself or its own jobs"})
 	default:
