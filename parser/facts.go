@@ -145,6 +145,11 @@ type Command struct {
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string
+	// Diverts, for dpkg-divert, are the paths whose diversion it adds,
+	// removes or renames: every absolute path its words name, cleaned
+	// (a word known only at run time as written). It is empty when the
+	// command only lists or asks (--list, --truename, …).
+	Diverts []string
 	// Script is the path of the script whose text was read and walked for
 	// this command (`bash x.sh`, `./x.sh`, `source x.sh`, `npm run x`), or "".
 	Script string

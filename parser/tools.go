@@ -1354,3 +1354,25 @@ func (w *walker) venv(c *Command) {
 		}
 	}
 }
+
+// divertWords sets [Command.Diverts] for dpkg-divert: every path it
+// names (its operand, --divert's value), cleaned, unless it only lists
+// or asks (--list, --listpackage, --truename, --help, -?, --version). A
+// function or script of that name is taken at its word too.
+func divertWords(c *Command) {
+	c.Diverts = nil
+	if len(c.Argv) == 0 || c.Argv[0].Dynamic || path.Base(c.Argv[0].Value) != "dpkg-divert" {
+		return
+	}
+	var paths []string
+	for _, a := range c.Argv[1:] {
+		switch a.Value {
+		case "--list", "--listpackage", "--truename", "--help", "-?", "--version":
+			return
+		}
+		if strings.HasPrefix(a.Value, "/") {
+			paths = append(paths, path.Clean(a.Value))
+		}
+	}
+	c.Diverts = paths
+}

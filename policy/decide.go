@@ -55,10 +55,13 @@ type Command struct {
 	// words, a database tool's -h, PGHOST, connection string (see the
 	// parser's Command.Hosts). The policy's hosts: reads these, never
 	// the arguments.
-	Hosts  []Server
-	Cwd    string // "" when unknown
-	Writes []Write
-	Via    string
+	Hosts []Server
+	// Diverts are the paths whose dpkg diversion the command changes
+	// (the parser's Command.Diverts).
+	Diverts []string
+	Cwd     string // "" when unknown
+	Writes  []Write
+	Via     string
 	// OwnSignal: a kill of the shell itself or its own jobs only (the
 	// parser's Command.OwnSignal).
 	OwnSignal bool

@@ -225,6 +225,13 @@ func refs(branches ...string) []policy.Refspec {
 	return out
 }
 
+// diverting is c changing the dpkg diversions of paths, as the parser
+// reads them (its Command.Diverts).
+func diverting(c policy.Command, paths ...string) policy.Command {
+	c.Diverts = paths
+	return c
+}
+
 func with(c policy.Command, f func(*policy.Command)) policy.Command {
 	f(&c)
 	return c
@@ -1161,15 +1168,16 @@ func TestSelfProtect(t *testing.T) {
 		{one(redirect("/usr/bin/bash", true)), true},
 		{one(cmd("1:1", "undoctl uninstall")), true},
 		{one(cmd("1:1", "undoctl --root /mnt uninstall --sh")), true},
-		{one(cmd("1:1", "dpkg-divert --remove /bin/bash")), true},
-		{one(cmd("1:1", "dpkg-divert --rename --remove /usr/bin/../bin/sh")), true},
+		{one(diverting(cmd("1:1", "dpkg-divert --remove /bin/bash"), "/bin/bash")), true},
+		{one(diverting(cmd("1:1", "dpkg-divert --rename --remove /usr/bin/../bin/sh"), "/usr/bin/sh")), true},
 		// Not undosh's.
 		{one(redirect("/etc/undosh-notes", true)), false},
 		{one(redirect("/work/proj/undosh.yaml.bak", true)), false},
 		{one(redirect("/home/agent/.local/state/undosh2", true)), false},
+		// The parser reads no diversion in these (TestDiverts).
 		{one(cmd("1:1", "dpkg-divert --list")), false},
 		{one(cmd("1:1", "dpkg-divert --truename /bin/bash")), false},
-		{one(cmd("1:1", "dpkg-divert --remove /usr/bin/perf")), false},
+		{one(diverting(cmd("1:1", "dpkg-divert --remove /usr/bin/perf"), "/usr/bin/perf")), false},
 		{one(cmd("1:1", "undoctl log")), false},
 		{one(cmd("1:1", "echo uninstall")), false},
 	}
