@@ -97,6 +97,12 @@ type Command struct {
 	// knows completely, so Writes is all it writes. For other programs a
 	// caller should assume they may write under Cwd.
 	WritesKnown bool
+	// NamedPaths, for a program whose writes are not known, are the
+	// absolute paths its words name, which it may write: an operand
+	// (/dev/sda), a value after = (of=/dev/sdb, --target=/etc/x) or
+	// glued to a short option (-o/boot/x), cleaned. Words known only at
+	// run time name none here.
+	NamedPaths []string
 	// Shadowed is set when the name may not mean the program it spells:
 	// PATH was changed before it and the name may find another file (a
 	// name with a slash is not looked up; see [Options.LookPath]), `hash`

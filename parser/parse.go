@@ -612,6 +612,7 @@ func (w *walker) record(c Command) {
 	wordHosts(&c)
 	pushWords(&c)
 	divertWords(&c)
+	namedPaths(&c)
 	w.facts.Commands = append(w.facts.Commands, c)
 	w.noteRepoWrites(c)
 }

@@ -36,3 +36,37 @@ func TestDiverts(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedPaths: the absolute paths the words of a program whose writes
+// are not known name. The policy's TestFamilyNamedPaths decides from
+// these same readings.
+func TestNamedPaths(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"mytool /dev/sda", []string{"/dev/sda"}},
+		{"mytool of=/dev/sdb", []string{"/dev/sdb"}},
+		{"mytool --target=/usr/lib/x", []string{"/usr/lib/x"}},
+		{"mytool -o/boot/grub.cfg", []string{"/boot/grub.cfg"}},
+		{"./flash.sh /dev/mmcblk0", []string{"/dev/mmcblk0"}},
+		{"mytool /dev/null /tmp/x /home/agent/f", []string{"/dev/null", "/tmp/x", "/home/agent/f"}},
+		{"mytool /dev/tcp/203.0.113.1/80", []string{"/dev/tcp/203.0.113.1/80"}},
+		{"cat /etc/passwd", []string{"/etc/passwd"}},
+		{"make -I/usr/include", []string{"/usr/include"}},
+		{"mytool //dev/./sda/ x=/etc//x/.. -x/y/z --out=/a -- /b", []string{"/dev/sda", "/etc", "/y/z", "/a", "/b"}},
+		{"mytool /=x a=b -o relative --x/y $P /dev/$X", []string{"/=x"}},
+		{"mytool =/etc/x -/x", []string{"/etc/x", "/x"}},
+		// Writes the parser knows: nothing more.
+		{"rm /dev/sda", nil},
+		{"echo /etc/passwd", nil},
+	}
+	for _, tt := range tests {
+		f := Parse(tt.in, Options{Cwd: "/w"})
+		c := f.Commands[len(f.Commands)-1]
+		if diff := cmp.Diff(tt.want, c.NamedPaths); diff != "" {
+			t.Errorf("%q: NamedPaths (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}

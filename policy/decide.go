@@ -59,9 +59,12 @@ type Command struct {
 	// Diverts are the paths whose dpkg diversion the command changes
 	// (the parser's Command.Diverts).
 	Diverts []string
-	Cwd     string // "" when unknown
-	Writes  []Write
-	Via     string
+	// NamedPaths are the absolute paths the words of a program whose
+	// writes are not known name (the parser's Command.NamedPaths).
+	NamedPaths []string
+	Cwd        string // "" when unknown
+	Writes     []Write
+	Via        string
 	// OwnSignal: a kill of the shell itself or its own jobs only (the
 	// parser's Command.OwnSignal).
 	OwnSignal bool
@@ -466,36 +469,21 @@ func (p *Policy) writes(c *Command, ctx Context, cls Class) []Reason {
 }
 
 // namedPaths classifies the paths an unknown program names in its
-// arguments (/dev/sda, of=/dev/sdb, --target=/etc/x, -o/boot/x) by the
-// path rules: a program no rule knows may write what it names, and a
-// device or a system tree makes it change the machine. Paths that no path
-// rule classes above the unknown program add nothing: its working
-// directory is what it is taken to write.
+// arguments (/dev/sda, of=/dev/sdb, --target=/etc/x, -o/boot/x; the
+// parser's NamedPaths) by the path rules: a program no rule knows may
+// write what it names, and a device or a system tree makes it change the
+// machine. Paths that no path rule classes above the unknown program add
+// nothing: its working directory is what it is taken to write.
 func (p *Policy) namedPaths(c *Command, ctx Context) []Reason {
 	var out []Reason
-	for _, a := range c.Argv[1:] {
-		if a.Dynamic {
-			continue
-		}
-		v := a.Value
-		if i := strings.IndexByte(v, '='); i >= 0 && !strings.HasPrefix(v, "/") {
-			v = v[i+1:]
-		} else if len(v) > 2 && v[0] == '-' && v[1] != '-' && !strings.HasPrefix(v, "/") {
-			if i := strings.IndexByte(v, '/'); i > 0 {
-				v = v[i:] // -o/dev/sda
-			}
-		}
-		if !strings.HasPrefix(v, "/") {
-			continue
-		}
-		w := Write{Path: path.Clean(v), Resolved: true}
+	for _, named := range c.NamedPaths {
 		for i := range p.Paths {
 			r := &p.Paths[i]
-			if !r.matches(w.Path, ctx.Home) {
+			if !r.matches(named, ctx.Home) {
 				continue
 			}
 			if r.Class > p.UnknownProgram {
-				out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "names " + w.Path + ", which " + path.Base(c.Argv[0].Value) + " may write",
+				out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "names " + named + ", which " + path.Base(c.Argv[0].Value) + " may write",
 					Class: r.Class, Egress: r.Egress, Verdict: r.Verdict, Message: r.Message})
 			}
 			break

@@ -305,7 +305,7 @@ func Input(f *parser.Facts) policy.Input {
 		pc := policy.Command{
 			Pos: c.Pos.String(), Text: c.Text, Sub: c.Sub, Root: c.Root, Shadowed: c.Shadowed,
 			Builtin: c.Builtin, Function: c.Function, WritesKnown: c.WritesKnown, Script: c.Script,
-			Opaque: c.Opaque, Missing: c.Missing, Network: c.Network, SQL: c.SQL, Push: push(c.Push), Diverts: c.Diverts, Cwd: c.Cwd, Via: c.Via, OwnSignal: c.OwnSignal,
+			Opaque: c.Opaque, Missing: c.Missing, Network: c.Network, SQL: c.SQL, Push: push(c.Push), Diverts: c.Diverts, NamedPaths: c.NamedPaths, Cwd: c.Cwd, Via: c.Via, OwnSignal: c.OwnSignal,
 			Argv: make([]policy.Arg, len(c.Argv)),
 		}
 		for i, a := range c.Argv {
