@@ -1,6 +1,9 @@
 package parser
 
 import (
+	"path"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -69,4 +72,42 @@ func TestNamedPaths(t *testing.T) {
 			t.Errorf("%q: NamedPaths (-want +got):\n%s", tt.in, diff)
 		}
 	}
+}
+
+// FuzzNamedPaths: what the parser reads as paths in a command's words
+// (NamedPaths, and Diverts for dpkg-divert) is always absolute and
+// clean, and a dpkg-divert that only asks diverts nothing.
+func FuzzNamedPaths(f *testing.F) {
+	for _, s := range []string{"/dev/sda", "of=/dev/sdb -o/boot/x", "--target=/usr/lib/x", "//a/../b/ =/c -/d", "--add /bin/bash", "--list /bin/sh", "-? /x", "a=b /=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, words string) {
+		if len(words) > 256 {
+			return
+		}
+		argv := []Arg{{Value: "dpkg-divert"}}
+		for _, w := range strings.Fields(words) {
+			argv = append(argv, Arg{Value: w, Dynamic: strings.HasPrefix(w, "$")})
+		}
+		c := Command{Argv: argv}
+		namedPaths(&c)
+		divertWords(&c)
+		for _, l := range [][]string{c.NamedPaths, c.Diverts} {
+			for _, p := range l {
+				if !strings.HasPrefix(p, "/") || path.Clean(p) != p {
+					t.Errorf("%q: path %q is not absolute and clean", words, p)
+				}
+			}
+		}
+		asks := slices.ContainsFunc(argv[1:], func(a Arg) bool {
+			return slices.Contains([]string{"--list", "--listpackage", "--truename", "--help", "-?", "--version"}, a.Value)
+		})
+		if asks && len(c.Diverts) > 0 {
+			t.Errorf("%q: a dpkg-divert that only asks diverts %q", words, c.Diverts)
+		}
+		c.WritesKnown = true
+		if namedPaths(&c); c.NamedPaths != nil {
+			t.Errorf("%q: writes known, yet NamedPaths %q", words, c.NamedPaths)
+		}
+	})
 }
