@@ -211,7 +211,8 @@ type Refspec struct {
 	Dynamic bool
 	// Forced is set for a leading +: the update need not fast-forward.
 	Forced bool
-	// Matching is set for ":" alone: every branch both sides have.
+	// Matching is set for ":" alone: every branch both sides have (a
+	// forced "+:" is Forced, with an empty Dst).
 	Matching bool
 	// Delete is set for an empty source, :dst, which deletes dst.
 	Delete bool
@@ -219,8 +220,9 @@ type Refspec struct {
 	// branch.
 	Current bool
 	// Dst is the destination, completed as git completes it (heads/main
-	// and refs/heads/main are main); it may be a pattern (refs/heads/*
-	// is *). For a refspec without a colon it is the source.
+	// and refs/heads/main are main; HEAD and @ stay); it may be a
+	// pattern (refs/heads/* is *). For a refspec without a colon it is
+	// the source.
 	Dst string
 }
 
