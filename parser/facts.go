@@ -211,8 +211,8 @@ type Refspec struct {
 	Dynamic bool
 	// Forced is set for a leading +: the update need not fast-forward.
 	Forced bool
-	// Matching is set for ":" alone: every branch both sides have (a
-	// forced "+:" is Forced, with an empty Dst).
+	// Matching is set for ":" alone: every branch both sides have
+	// ("+:" is Matching and Forced).
 	Matching bool
 	// Delete is set for an empty source, :dst, which deletes dst.
 	Delete bool

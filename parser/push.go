@@ -127,7 +127,7 @@ func refspec(a Arg) Refspec {
 	if a.Dynamic || v == "" {
 		return Refspec{Text: v, Dynamic: true}
 	}
-	r := Refspec{Text: v, Forced: strings.HasPrefix(v, "+"), Matching: v == ":"}
+	r := Refspec{Text: v, Forced: strings.HasPrefix(v, "+"), Matching: strings.TrimPrefix(v, "+") == ":"}
 	dst := strings.TrimPrefix(v, "+")
 	if i := strings.LastIndexByte(dst, ':'); i >= 0 {
 		r.Delete = i == 0 && len(dst) > 1

@@ -47,7 +47,7 @@ func TestPush(t *testing.T) {
 		{"git push $REMOTE main", &Push{Refs: []Refspec{branch("main")}}},
 		// Refspecs.
 		{"git push origin :", &Push{Refs: []Refspec{{Text: ":", Matching: true}}}},
-		{"git push origin +:", &Push{Refs: []Refspec{{Text: "+:", Forced: true}}}},
+		{"git push origin +:", &Push{Refs: []Refspec{{Text: "+:", Forced: true, Matching: true}}}},
 		{"git push origin @", &Push{Refs: []Refspec{{Text: "@", Current: true, Dst: "@"}}, Current: true}},
 		{"git push origin x:heads/main", &Push{Refs: []Refspec{{Text: "x:heads/main", Dst: "main"}}}},
 		{"git push origin 'refs/heads/*:refs/heads/*'", &Push{Refs: []Refspec{{Text: "refs/heads/*:refs/heads/*", Dst: "*"}}}},

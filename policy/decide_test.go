@@ -916,6 +916,20 @@ func TestDecide(t *testing.T) {
 				{Rule: "push", At: "e.yaml:8", Pos: "1:1", Text: "git push to the protected branch prod is refused", Egress: true, Verdict: policy.Deny}},
 		},
 		{
+			// Forcing is allowed, but "+:" still pushes every matching
+			// branch, prod too.
+			name: "forced matching push with force allowed",
+			pol:  permissive,
+			in: one(pushing(sub("1:1", "git push origin +:", 1),
+				policy.Push{Refs: []policy.Refspec{{Text: "+:", Forced: true, Matching: true}}})),
+			class:   policy.Git,
+			egress:  true,
+			verdict: policy.Deny,
+			verify:  "-",
+			reasons: []policy.Reason{{Rule: "push", At: "e.yaml:8", Pos: "1:1", Class: policy.Git, Egress: true, Verdict: policy.Constrain},
+				{Rule: "push", At: "e.yaml:8", Pos: "1:1", Text: "git push of every matching branch (prod too) is refused", Egress: true, Verdict: policy.Deny}},
+		},
+		{
 			name:      "push constraint on a rule without sub and a bare command",
 			pol:       bare,
 			in:        one(pushing(cmd("1:1", "git"), policy.Push{Current: true})),
