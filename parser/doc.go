@@ -21,7 +21,9 @@
 // options and environment name ([Command.Hosts]: URLs, host words,
 // host:path for the copying programs, a database tool's -h and PGHOST),
 // each marked as this machine or another, and whether the statements a
-// database client runs only read ([Command.SQL]). A caller matches
+// database client runs only read ([Command.SQL]); for a git push, the
+// refspecs it names and its configuration adds, and whether it forces
+// or updates the current branch ([Command.Push]). A caller matches
 // these facts and need not read the arguments again. What the parser
 // knows of each database tool is one row of one table (database.go).
 //

@@ -97,6 +97,12 @@ type Command struct {
 	// knows completely, so Writes is all it writes. For other programs a
 	// caller should assume they may write under Cwd.
 	WritesKnown bool
+	// NamedPaths, for a program whose writes are not known, are the
+	// absolute paths its words name, which it may write: an operand
+	// (/dev/sda), a value after = (of=/dev/sdb, --target=/etc/x) or
+	// glued to a short option (-o/boot/x), cleaned. Words known only at
+	// run time name none here.
+	NamedPaths []string
 	// Shadowed is set when the name may not mean the program it spells:
 	// PATH was changed before it and the name may find another file (a
 	// name with a slash is not looked up; see [Options.LookPath]), `hash`
@@ -129,13 +135,10 @@ type Command struct {
 	// Network is set when code the command runs (python -c, node -e, perl
 	// -e) uses the network.
 	Network bool
-	// PushRefs, for a git push (or send-pack), are the refspecs the
-	// configuration makes it push besides those it names: the remote's
-	// remote.<name>.push, ":" for every matching branch (push.default
-	// matching, send-pack with none named), and "" for one known only at
-	// run time (push.default upstream, a configuration the step itself
-	// changed first).
-	PushRefs []string
+	// Push is set for a git command that may push: push, send-pack,
+	// http-push, subtree push, lfs push, or a subcommand known only at
+	// run time. It says what the push updates (push.go).
+	Push *Push
 	// Hosts are the servers the command names, as a program that
 	// reaches servers reads its words (hosts.go): URLs, host names and
 	// host:port, host:path for the copying programs (rsync, scp,
@@ -148,12 +151,18 @@ type Command struct {
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string
+	// Diverts, for dpkg-divert, are the paths whose diversion it adds,
+	// removes or renames: every absolute path its words name, cleaned
+	// (a word known only at run time as written). It is empty when the
+	// command only lists or asks (--list, --truename, …).
+	Diverts []string
 	// Script is the path of the script whose text was read and walked for
 	// this command (`bash x.sh`, `./x.sh`, `source x.sh`, `npm run x`), or "".
 	Script string
-	// OwnSignal is set for a kill whose every target is the shell itself
-	// or one of its own jobs ($$, $!, %N): it reaches nothing outside the
-	// step.
+	// OwnSignal is set for the builtin kill when its every target is the
+	// shell itself or one of its own jobs ($$, $!, %N): it reaches
+	// nothing outside the step. Another program named kill (/bin/kill)
+	// never has it.
 	OwnSignal bool
 	// Via says how nested code was reached ("bash -c", "eval",
 	// "find -exec", "script ./x.sh", …), or "" at the top level.
@@ -168,6 +177,53 @@ func (c *Command) Name() string {
 		return ""
 	}
 	return c.Argv[0].Value
+}
+
+// Push is what a git push updates, as its words and its configuration
+// say.
+type Push struct {
+	// Refs are the refspecs the command names, after its repository
+	// (every operand, with --repo).
+	Refs []Refspec
+	// Config are the refspecs the configuration makes it push besides
+	// those it names: the remote's remote.<name>.push, +refs/*:refs/*
+	// for remote.<name>.mirror, ":" for every matching branch
+	// (push.default matching, send-pack or http-push with none named),
+	// and one known only at run time (push.default upstream, a
+	// configuration the step itself changed first).
+	Config []Refspec
+	// Force is set when an option forces, deletes, prunes, mirrors or
+	// pushes every branch: --force (-f, and a cluster such as -fu),
+	// --force-with-lease, --force-if-includes, --delete (-d), --prune,
+	// --mirror, --all, --branches.
+	Force bool
+	// Current is set when the push updates the current branch: it names
+	// no refspec, or a refspec's destination is HEAD or @.
+	Current bool
+}
+
+// Refspec is one refspec of a push, [+]src:dst, read as git reads it.
+type Refspec struct {
+	// Text is the refspec as written (for a dynamic one, its source).
+	Text string
+	// Dynamic is set when it is known only at run time (or empty): it
+	// may update any branch.
+	Dynamic bool
+	// Forced is set for a leading +: the update need not fast-forward.
+	Forced bool
+	// Matching is set for ":" alone: every branch both sides have
+	// ("+:" is Matching and Forced).
+	Matching bool
+	// Delete is set for an empty source, :dst, which deletes dst.
+	Delete bool
+	// Current is set when the destination is HEAD or @: the current
+	// branch.
+	Current bool
+	// Dst is the destination, completed as git completes it (heads/main
+	// and refs/heads/main are main; HEAD and @ stay); it may be a
+	// pattern (refs/heads/* is *). For a refspec without a colon it is
+	// the source.
+	Dst string
 }
 
 // Host is one server a command names.

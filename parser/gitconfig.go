@@ -516,9 +516,9 @@ var gitCommands = func() map[string]bool {
 	return m
 }()
 
-// gitPushRefs sets [Command.PushRefs] for a push (git push, send-pack,
-// http-push): the refspecs its configuration adds to what the command
-// names.
+// gitPushRefs sets the Config of [Command.Push] for a push (git push,
+// send-pack, http-push): the refspecs its configuration adds to what the
+// command names, which [pushWords] reads when the command is recorded.
 func (w *walker) gitPushRefs(c *Command, sub int, g *gitConfig) {
 	args := c.Argv[sub+1:]
 	var ops []Arg
@@ -603,17 +603,11 @@ func (w *walker) gitPushRefs(c *Command, sub int, g *gitConfig) {
 	if g.stale || g.unknown && w.opts.ReadFile != nil {
 		refs = append(refs, "")
 	}
-	c.PushRefs = refs
-}
-
-// pushTakesValue reports the options of git push, send-pack and subtree
-// push that take the next word as their value.
-func pushTakesValue(v string) bool {
-	switch v {
-	case "-o", "--push-option", "--receive-pack", "--exec", "-P", "--prefix", "-m", "--message", "--onto", "-b", "--branch":
-		return true
+	p := &Push{}
+	for _, r := range refs {
+		p.Config = append(p.Config, refspec(Arg{Value: r, Dynamic: r == ""}))
 	}
-	return false
+	c.Push = p
 }
 
 func gitTrue(v string) bool {

@@ -75,8 +75,14 @@ func TestFamilyPushAliases(t *testing.T) {
 			if got := line(*git); got != tt.want || sub != tt.sub {
 				t.Errorf("got %q (sub %s), want %q (sub %s)", got, sub, tt.want, tt.sub)
 			}
-			if diff := cmp.Diff(tt.refs, git.PushRefs); diff != "" {
-				t.Errorf("PushRefs (-want +got):\n%s", diff)
+			var refs []string
+			if git.Push != nil {
+				for _, r := range git.Push.Config {
+					refs = append(refs, r.Text)
+				}
+			}
+			if diff := cmp.Diff(tt.refs, refs); diff != "" {
+				t.Errorf("Push.Config (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -610,6 +610,9 @@ func (w *walker) record(c Command) {
 		c.Shadowed = true
 	}
 	wordHosts(&c)
+	pushWords(&c)
+	divertWords(&c)
+	namedPaths(&c)
 	w.facts.Commands = append(w.facts.Commands, c)
 	w.noteRepoWrites(c)
 }

@@ -1158,6 +1158,9 @@ func TestOwnSignal(t *testing.T) {
 		{"kill %", false},
 		{"kill -l", false},
 		{"kill", false},
+		// The policy relies on it: only the builtin kill has it.
+		{"/bin/kill $$", false},
+		{"command kill $$", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

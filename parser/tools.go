@@ -1354,3 +1354,52 @@ func (w *walker) venv(c *Command) {
 		}
 	}
 }
+
+// divertWords sets [Command.Diverts] for dpkg-divert: every path it
+// names (its operand, --divert's value), cleaned, unless it only lists
+// or asks (--list, --listpackage, --truename, --help, -?, --version). A
+// function or script of that name is taken at its word too.
+func divertWords(c *Command) {
+	c.Diverts = nil
+	if len(c.Argv) == 0 || c.Argv[0].Dynamic || path.Base(c.Argv[0].Value) != "dpkg-divert" {
+		return
+	}
+	var paths []string
+	for _, a := range c.Argv[1:] {
+		switch a.Value {
+		case "--list", "--listpackage", "--truename", "--help", "-?", "--version":
+			return
+		}
+		if strings.HasPrefix(a.Value, "/") {
+			paths = append(paths, path.Clean(a.Value))
+		}
+	}
+	c.Diverts = paths
+}
+
+// namedPaths sets [Command.NamedPaths] for a command whose writes are
+// not known: the absolute paths its literal words name, as an operand
+// (/dev/sda), after = (of=/dev/sdb, --target=/etc/x) or glued to a short
+// option (-o/boot/x), cleaned.
+func namedPaths(c *Command) {
+	c.NamedPaths = nil
+	if c.WritesKnown || len(c.Argv) == 0 {
+		return
+	}
+	for _, a := range c.Argv[1:] {
+		if a.Dynamic {
+			continue
+		}
+		v := a.Value
+		if i := strings.IndexByte(v, '='); i >= 0 && !strings.HasPrefix(v, "/") {
+			v = v[i+1:]
+		} else if len(v) > 2 && v[0] == '-' && v[1] != '-' && !strings.HasPrefix(v, "/") {
+			if i := strings.IndexByte(v, '/'); i > 0 {
+				v = v[i:] // -o/dev/sda
+			}
+		}
+		if strings.HasPrefix(v, "/") {
+			c.NamedPaths = append(c.NamedPaths, path.Clean(v))
+		}
+	}
+}

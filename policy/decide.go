@@ -47,19 +47,50 @@ type Command struct {
 	Missing     bool   // with Script: the script does not exist yet
 	Network     bool   // runs code that uses the network
 	SQL         string // "read-only" or "write" for database clients
-	// PushRefs are the refspecs a push's configuration adds ("" for one
-	// known only at run time); see the parser's Command.PushRefs.
-	PushRefs []string
+	// Push is set for a command that may push: what it updates, as
+	// the parser reads its words and configuration (its Command.Push).
+	// A push constraint reads this, never the arguments.
+	Push *Push
 	// Hosts are the servers the command names: its URLs and host
 	// words, a database tool's -h, PGHOST, connection string (see the
 	// parser's Command.Hosts). The policy's hosts: reads these, never
 	// the arguments.
-	Hosts  []Server
-	Cwd    string // "" when unknown
-	Writes []Write
-	Via    string
-	// OwnSignal: a kill of the shell itself or its own jobs only.
+	Hosts []Server
+	// Diverts are the paths whose dpkg diversion the command changes
+	// (the parser's Command.Diverts).
+	Diverts []string
+	// NamedPaths are the absolute paths the words of a program whose
+	// writes are not known name (the parser's Command.NamedPaths).
+	NamedPaths []string
+	Cwd        string // "" when unknown
+	Writes     []Write
+	Via        string
+	// OwnSignal: a kill of the shell itself or its own jobs only (the
+	// parser's Command.OwnSignal).
 	OwnSignal bool
+}
+
+// Push is what a push updates; see the parser's Push.
+type Push struct {
+	// Refs are the refspecs the command names, Config those its
+	// configuration adds.
+	Refs, Config []Refspec
+	// Force: an option forces, deletes, prunes, mirrors or pushes every
+	// branch.
+	Force bool
+	// Current: the push updates the current branch.
+	Current bool
+}
+
+// Refspec is one refspec of a push; see the parser's Refspec.
+type Refspec struct {
+	Text     string
+	Dynamic  bool // known only at run time
+	Forced   bool // +src:dst
+	Matching bool // ":" alone
+	Delete   bool // :dst
+	Current  bool // the destination is the current branch
+	Dst      string
 }
 
 // Server is one server a command names.
@@ -318,7 +349,7 @@ func (p *Policy) command(c *Command, ctx Context) ([]Reason, []*Rule, *Rule) {
 	case c.Function:
 		out = append(out, Reason{Rule: "function", Pos: c.Pos,
 			Text: "calls the function " + name + " (its body is classified)"})
-	case c.OwnSignal && base == "kill" && !c.Shadowed:
+	case c.OwnSignal && !c.Shadowed:
 		out = append(out, Reason{Rule: "own-processes", Pos: c.Pos,
 			Text: text + ": signals only the shell itself or its own jobs"})
 	default:
@@ -438,36 +469,21 @@ func (p *Policy) writes(c *Command, ctx Context, cls Class) []Reason {
 }
 
 // namedPaths classifies the paths an unknown program names in its
-// arguments (/dev/sda, of=/dev/sdb, --target=/etc/x, -o/boot/x) by the
-// path rules: a program no rule knows may write what it names, and a
-// device or a system tree makes it change the machine. Paths that no path
-// rule classes above the unknown program add nothing: its working
-// directory is what it is taken to write.
+// arguments (/dev/sda, of=/dev/sdb, --target=/etc/x, -o/boot/x; the
+// parser's NamedPaths) by the path rules: a program no rule knows may
+// write what it names, and a device or a system tree makes it change the
+// machine. Paths that no path rule classes above the unknown program add
+// nothing: its working directory is what it is taken to write.
 func (p *Policy) namedPaths(c *Command, ctx Context) []Reason {
 	var out []Reason
-	for _, a := range c.Argv[1:] {
-		if a.Dynamic {
-			continue
-		}
-		v := a.Value
-		if i := strings.IndexByte(v, '='); i >= 0 && !strings.HasPrefix(v, "/") {
-			v = v[i+1:]
-		} else if len(v) > 2 && v[0] == '-' && v[1] != '-' && !strings.HasPrefix(v, "/") {
-			if i := strings.IndexByte(v, '/'); i > 0 {
-				v = v[i:] // -o/dev/sda
-			}
-		}
-		if !strings.HasPrefix(v, "/") {
-			continue
-		}
-		w := Write{Path: path.Clean(v), Resolved: true}
+	for _, named := range c.NamedPaths {
 		for i := range p.Paths {
 			r := &p.Paths[i]
-			if !r.matches(w.Path, ctx.Home) {
+			if !r.matches(named, ctx.Home) {
 				continue
 			}
 			if r.Class > p.UnknownProgram {
-				out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "names " + w.Path + ", which " + path.Base(c.Argv[0].Value) + " may write",
+				out = append(out, Reason{Rule: r.Name, At: r.At, Pos: c.Pos, Text: "names " + named + ", which " + path.Base(c.Argv[0].Value) + " may write",
 					Class: r.Class, Egress: r.Egress, Verdict: r.Verdict, Message: r.Message})
 			}
 			break
@@ -590,47 +606,18 @@ func (p *Policy) trusted(name string, more []string) bool {
 }
 
 // constraint evaluates a constrained rule for c: the condition under which
-// it may run, or Deny when it never may.
+// it may run, or Deny when it never may. A push is judged by what the
+// parser read of it ([Command].Push): a command it does not read as a
+// push is refused, since what it updates is not known.
 func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict, Checks) {
 	if r.Constraint != "push" {
 		return r.Constraint, Constrain, Checks{Verify: true}
 	}
-	var ops []string
-	force, repo := false, false
-	args := c.Argv[r.subEnd(c):]
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		v := a.Value
-		switch {
-		case a.Dynamic:
-			ops = append(ops, "")
-		case v == "--":
-			for _, b := range args[i+1:] {
-				if b.Dynamic {
-					b.Value = ""
-				}
-				ops = append(ops, b.Value)
-			}
-			i = len(args)
-		case v == "--force" || v == "-f" || strings.HasPrefix(v, "--force-with-lease") || v == "--mirror" ||
-			v == "--delete" || v == "-d" || v == "--prune" || v == "--all" || v == "--branches" || v == "--force-if-includes":
-			force = true
-		case v == "--repo" || strings.HasPrefix(v, "--repo="):
-			// Every operand is then a refspec.
-			repo = true
-			if v == "--repo" {
-				i++
-			}
-		case pushValueOption(v):
-			i++
-		case strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--") && strings.ContainsAny(v[1:], "fd"):
-			force = true
-		case strings.HasPrefix(v, "-"):
-		default:
-			ops = append(ops, v)
-		}
+	push := c.Push
+	if push == nil {
+		return "a push undosh cannot read is refused (constraint: push reads git's pushes)", Deny, Checks{}
 	}
-	if force && !p.Egress.AllowForcePush {
+	if push.Force && !p.Egress.AllowForcePush {
 		return "git push that forces, deletes or mirrors is refused", Deny, Checks{}
 	}
 	verify := ""
@@ -640,87 +627,34 @@ func (p *Policy) constraint(r *Rule, c *Command) (string, Verdict, Checks) {
 		verify = " and only after verify passes"
 	}
 	protected := strings.Join(p.Egress.ProtectedBranches, " or ")
-	refs := ops
-	if !repo && len(refs) > 0 {
-		refs = refs[1:]
-	}
-	cur := len(refs) == 0
 	// The configuration's refspecs (remote.<name>.push, push.default)
 	// count as much as those the command names.
-	for _, ref := range append(append([]string(nil), refs...), c.PushRefs...) {
-		if ref == "" {
-			return "git push to a branch named only at run time is refused (name the branch literally)", Deny, Checks{}
-		}
-		if strings.HasPrefix(ref, "+") && !p.Egress.AllowForcePush {
-			return "git push of a forced refspec (" + ref + ") is refused", Deny, Checks{}
-		}
-		if ref == ":" {
-			return "git push of every matching branch (" + protected + " too) is refused", Deny, Checks{}
-		}
-		dst := strings.TrimPrefix(ref, "+")
-		if i := strings.LastIndexByte(dst, ':'); i >= 0 {
-			if i == 0 && !p.Egress.AllowForcePush {
-				return "git push that deletes a remote branch (" + ref + ") is refused", Deny, Checks{}
+	for _, l := range [][]Refspec{push.Refs, push.Config} {
+		for _, ref := range l {
+			switch {
+			case ref.Dynamic:
+				return "git push to a branch named only at run time is refused (name the branch literally)", Deny, Checks{}
+			case ref.Forced && !p.Egress.AllowForcePush:
+				return "git push of a forced refspec (" + ref.Text + ") is refused", Deny, Checks{}
+			case ref.Matching:
+				return "git push of every matching branch (" + protected + " too) is refused", Deny, Checks{}
+			case ref.Delete && !p.Egress.AllowForcePush:
+				return "git push that deletes a remote branch (" + ref.Text + ") is refused", Deny, Checks{}
+			case ref.Current:
+				continue
 			}
-			dst = dst[i+1:]
-		}
-		if dst == "HEAD" || dst == "@" {
-			cur = true
-			continue
-		}
-		// git completes heads/main and refs/heads/main to the branch
-		// main; a pattern updates every branch it matches.
-		dst = strings.TrimPrefix(strings.TrimPrefix(dst, "refs/"), "heads/")
-		for _, b := range p.Egress.ProtectedBranches {
-			if dst == b || strings.Contains(dst, "*") && glob(dst, b, false) {
-				return fmt.Sprintf("git push to the protected branch %s is refused", b), Deny, Checks{}
+			// A pattern updates every branch it matches.
+			for _, b := range p.Egress.ProtectedBranches {
+				if ref.Dst == b || strings.Contains(ref.Dst, "*") && glob(ref.Dst, b, false) {
+					return fmt.Sprintf("git push to the protected branch %s is refused", b), Deny, Checks{}
+				}
 			}
 		}
 	}
-	if cur {
+	if push.Current {
 		return "push only when the current branch is not " + protected + verify, Constrain, current
 	}
 	return "push" + strings.TrimPrefix(verify, " and"), Constrain, needVerify
-}
-
-// pushValueOption reports the options of git push, send-pack and subtree
-// push whose value is the next word.
-func pushValueOption(v string) bool {
-	switch v {
-	case "-o", "--push-option", "--receive-pack", "--exec", "-P", "--prefix", "-m", "--message", "--onto", "-b", "--branch":
-		return true
-	}
-	return false
-}
-
-// subEnd returns the index in c's argv just after the subcommand words the
-// rule's sub matched (`git push`, `git lfs push`): a push's operands
-// start there.
-func (r *Rule) subEnd(c *Command) int {
-	if c.Sub <= 0 || c.Sub >= len(c.Argv) {
-		return min(1, len(c.Argv))
-	}
-	subs := r.subFields
-	if subs == nil {
-		subs = splitAll(r.Sub)
-	}
-	for _, fields := range subs {
-		k, j := 0, c.Sub
-		for ; j < len(c.Argv) && k < len(fields); j++ {
-			a := c.Argv[j]
-			if j > c.Sub && !a.Dynamic && strings.HasPrefix(a.Value, "-") {
-				continue
-			}
-			if !a.Dynamic && !glob(fields[k], a.Value, true) {
-				break
-			}
-			k++
-		}
-		if k == len(fields) {
-			return j
-		}
-	}
-	return c.Sub + 1
 }
 
 // ruleIndex finds the rules that can name a program without trying every

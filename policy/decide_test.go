@@ -208,6 +208,30 @@ func reaching(c policy.Command, hosts ...policy.Server) policy.Command {
 func remoteAt(v string) policy.Server   { return policy.Server{Value: v} }
 func loopbackAt(v string) policy.Server { return policy.Server{Value: v, Loopback: true} }
 
+// pushing is c with the push the parser reads in its words and
+// configuration (its Command.Push): the policy reads no refspec from the
+// arguments. TestPush in the parser reads these commands so.
+func pushing(c policy.Command, p policy.Push) policy.Command {
+	c.Push = &p
+	return c
+}
+
+// refs are refspecs that each name one branch.
+func refs(branches ...string) []policy.Refspec {
+	out := make([]policy.Refspec, len(branches))
+	for i, b := range branches {
+		out[i] = policy.Refspec{Text: b, Dst: b}
+	}
+	return out
+}
+
+// diverting is c changing the dpkg diversions of paths, as the parser
+// reads them (its Command.Diverts).
+func diverting(c policy.Command, paths ...string) policy.Command {
+	c.Diverts = paths
+	return c
+}
+
 func with(c policy.Command, f func(*policy.Command)) policy.Command {
 	f(&c)
 	return c
@@ -290,7 +314,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "possible constrained rule gives its condition",
-			in:        one(sub("1:1", "git $SUB", 1)),
+			in:        one(pushing(sub("1:1", "git $SUB", 1), policy.Push{Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -768,7 +792,7 @@ func TestDecide(t *testing.T) {
 		// git push.
 		{
 			name:    "push to a protected branch is denied",
-			in:      one(sub("1:1", "git push origin main", 1)),
+			in:      one(pushing(sub("1:1", "git push origin main", 1), policy.Push{Refs: refs("main")})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -776,7 +800,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "push to a protected branch by refspec is denied",
-			in:      one(sub("1:1", "git push origin HEAD:refs/heads/master", 1)),
+			in:      one(pushing(sub("1:1", "git push origin HEAD:refs/heads/master", 1), policy.Push{Refs: []policy.Refspec{{Text: "HEAD:refs/heads/master", Dst: "master"}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -784,7 +808,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "push to a protected branch after global options is denied",
-			in:      one(sub("1:1", "git -C /work/proj push origin main", 3)),
+			in:      one(pushing(sub("1:1", "git -C /work/proj push origin main", 3), policy.Push{Refs: refs("main")})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -792,7 +816,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "force push is denied",
-			in:      one(sub("1:1", "git push --force origin feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push --force origin feature/x", 1), policy.Push{Refs: refs("feature/x"), Force: true})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -800,7 +824,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "force push in combined short options is denied",
-			in:      one(sub("1:1", "git push -fu origin feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push -fu origin feature/x", 1), policy.Push{Refs: refs("feature/x"), Force: true})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -808,7 +832,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "forced refspec is denied",
-			in:      one(sub("1:1", "git push origin +feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push origin +feature/x", 1), policy.Push{Refs: []policy.Refspec{{Text: "+feature/x", Forced: true, Dst: "feature/x"}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -816,7 +840,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "deleting refspec is denied",
-			in:      one(sub("1:1", "git push origin :feature/x", 1)),
+			in:      one(pushing(sub("1:1", "git push origin :feature/x", 1), policy.Push{Refs: []policy.Refspec{{Text: ":feature/x", Delete: true, Dst: "feature/x"}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -824,7 +848,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push to a feature branch is constrained",
-			in:        one(sub("1:1", "git push -u origin feature/x", 1)),
+			in:        one(pushing(sub("1:1", "git push -u origin feature/x", 1), policy.Push{Refs: refs("feature/x")})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -834,7 +858,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push without a refspec is constrained on the current branch",
-			in:        one(sub("1:1", "git push", 1)),
+			in:        one(pushing(sub("1:1", "git push", 1), policy.Push{Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -843,7 +867,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push to a remote without a refspec is constrained on the current branch",
-			in:        one(sub("1:1", "git push origin", 1)),
+			in:        one(pushing(sub("1:1", "git push origin", 1), policy.Push{Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -852,7 +876,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:      "push of HEAD is constrained on the current branch",
-			in:        one(sub("1:1", "git push origin HEAD", 1)),
+			in:        one(pushing(sub("1:1", "git push origin HEAD", 1), policy.Push{Refs: []policy.Refspec{{Text: "HEAD", Current: true, Dst: "HEAD"}}, Current: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -862,7 +886,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:    "push to a dynamic branch is refused",
-			in:      one(sub("1:1", "git push origin $BRANCH", 1)),
+			in:      one(pushing(sub("1:1", "git push origin $BRANCH", 1), policy.Push{Refs: []policy.Refspec{{Text: "$BRANCH", Dynamic: true}}})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -872,7 +896,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:      "force push allowed, protected branches and verify from the policy",
 			pol:       permissive,
-			in:        one(sub("1:1", "git push --force origin main", 1)),
+			in:        one(pushing(sub("1:1", "git push --force origin main", 1), policy.Push{Refs: refs("main"), Force: true})),
 			class:     policy.Git,
 			egress:    true,
 			verdict:   policy.Constrain,
@@ -883,7 +907,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:    "push to the policy's protected branch",
 			pol:     permissive,
-			in:      one(sub("1:1", "git push origin prod", 1)),
+			in:      one(pushing(sub("1:1", "git push origin prod", 1), policy.Push{Refs: refs("prod")})),
 			class:   policy.Git,
 			egress:  true,
 			verdict: policy.Deny,
@@ -892,14 +916,41 @@ func TestDecide(t *testing.T) {
 				{Rule: "push", At: "e.yaml:8", Pos: "1:1", Text: "git push to the protected branch prod is refused", Egress: true, Verdict: policy.Deny}},
 		},
 		{
+			// Forcing is allowed, but "+:" still pushes every matching
+			// branch, prod too.
+			name: "forced matching push with force allowed",
+			pol:  permissive,
+			in: one(pushing(sub("1:1", "git push origin +:", 1),
+				policy.Push{Refs: []policy.Refspec{{Text: "+:", Forced: true, Matching: true}}})),
+			class:   policy.Git,
+			egress:  true,
+			verdict: policy.Deny,
+			verify:  "-",
+			reasons: []policy.Reason{{Rule: "push", At: "e.yaml:8", Pos: "1:1", Class: policy.Git, Egress: true, Verdict: policy.Constrain},
+				{Rule: "push", At: "e.yaml:8", Pos: "1:1", Text: "git push of every matching branch (prod too) is refused", Egress: true, Verdict: policy.Deny}},
+		},
+		{
 			name:      "push constraint on a rule without sub and a bare command",
 			pol:       bare,
-			in:        one(cmd("1:1", "git")),
+			in:        one(pushing(cmd("1:1", "git"), policy.Push{Current: true})),
 			class:     policy.Git,
 			verdict:   policy.Constrain,
 			condition: condCurrent,
 			verify:    "-",
 			reasons:   []policy.Reason{{Rule: "push", At: "b.yaml:4", Pos: "1:1", Class: policy.Git, Verdict: policy.Constrain}},
+		},
+		{
+			// What it would update is not known: the parser read no
+			// push in it.
+			name:    "push constraint on a command the parser does not read as a push",
+			pol:     bare,
+			in:      one(sub("1:1", "git branch -d main", 1)),
+			class:   policy.Git,
+			verdict: policy.Deny,
+			verify:  "-",
+			reasons: []policy.Reason{{Rule: "push", At: "b.yaml:4", Pos: "1:1", Class: policy.Git, Verdict: policy.Constrain},
+				{Rule: "push", At: "b.yaml:4", Pos: "1:1", Verdict: policy.Deny,
+					Text: "a push undosh cannot read is refused (constraint: push reads git's pushes)"}},
 		},
 		{
 			name:      "free-text constraint",
@@ -911,7 +962,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "conditions of several commands are joined once each",
 			in: policy.Input{Commands: []policy.Command{
-				sub("1:1", "git push origin feature/x", 1), cmd("1:27", "deploy prod"), cmd("1:40", "deploy prod"),
+				pushing(sub("1:1", "git push origin feature/x", 1), policy.Push{Refs: refs("feature/x")}), cmd("1:27", "deploy prod"), cmd("1:40", "deploy prod"),
 			}},
 			class:     policy.Git,
 			egress:    true,
@@ -924,7 +975,8 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a denied push wins over a constrained one",
 			in: policy.Input{Commands: []policy.Command{
-				sub("1:1", "git push origin feature/x", 1), sub("1:28", "git push origin main", 1),
+				pushing(sub("1:1", "git push origin feature/x", 1), policy.Push{Refs: refs("feature/x")}),
+				pushing(sub("1:28", "git push origin main", 1), policy.Push{Refs: refs("main")}),
 			}},
 			class:   policy.Git,
 			egress:  true,
@@ -1044,7 +1096,7 @@ func TestDecideDefault(t *testing.T) {
 	}{
 		{
 			name: "protected push",
-			in:   one(sub("1:1", "git push origin main", 1)),
+			in:   one(pushing(sub("1:1", "git push origin main", 1), policy.Push{Refs: refs("main")})),
 			want: policy.Decision{Class: policy.Git, Egress: true, Verdict: policy.Deny, Rollback: policy.RollbackOnFailure, Roots: []string{},
 				Reasons: []policy.Reason{
 					{Rule: "git-push", At: atDefault("  - name: git-push\n"), Pos: "1:1", Text: "git push origin main", Class: policy.Git, Egress: true,
@@ -1130,15 +1182,16 @@ func TestSelfProtect(t *testing.T) {
 		{one(redirect("/usr/bin/bash", true)), true},
 		{one(cmd("1:1", "undoctl uninstall")), true},
 		{one(cmd("1:1", "undoctl --root /mnt uninstall --sh")), true},
-		{one(cmd("1:1", "dpkg-divert --remove /bin/bash")), true},
-		{one(cmd("1:1", "dpkg-divert --rename --remove /usr/bin/../bin/sh")), true},
+		{one(diverting(cmd("1:1", "dpkg-divert --remove /bin/bash"), "/bin/bash")), true},
+		{one(diverting(cmd("1:1", "dpkg-divert --rename --remove /usr/bin/../bin/sh"), "/usr/bin/sh")), true},
 		// Not undosh's.
 		{one(redirect("/etc/undosh-notes", true)), false},
 		{one(redirect("/work/proj/undosh.yaml.bak", true)), false},
 		{one(redirect("/home/agent/.local/state/undosh2", true)), false},
+		// The parser reads no diversion in these (TestDiverts).
 		{one(cmd("1:1", "dpkg-divert --list")), false},
 		{one(cmd("1:1", "dpkg-divert --truename /bin/bash")), false},
-		{one(cmd("1:1", "dpkg-divert --remove /usr/bin/perf")), false},
+		{one(diverting(cmd("1:1", "dpkg-divert --remove /usr/bin/perf"), "/usr/bin/perf")), false},
 		{one(cmd("1:1", "undoctl log")), false},
 		{one(cmd("1:1", "echo uninstall")), false},
 	}

@@ -65,8 +65,8 @@
 // [Policy.Decide] takes an [Input], the facts of one step that the glue
 // (internal/classify) converts from the parser's: its simple commands
 // ([Command]: argv, the paths it writes, the servers it names, whether
-// its SQL only reads), the constructs that cannot be known before they
-// run ([Unknown]) and a syntax error. It takes a [Context]: the working
+// its SQL only reads, what a push updates), the constructs that cannot
+// be known before they run ([Unknown]) and a syntax error. It takes a [Context]: the working
 // directory, the workspace roots, home, and undosh's own files. It
 // returns a [Decision]: the class, egress and verdict, the condition and
 // [Checks] of a constrained step, the rollback mode (never, when a rule
@@ -78,8 +78,10 @@
 // Each command is matched against the rules in order: the first rule that
 // surely matches decides, and a rule that only might match (an argument
 // known only at run time) adds its class while matching goes on. The
-// policy matches facts: it reads hosts and SQL from the parser's facts,
-// never from the arguments. Each written path is matched against the path
+// policy matches facts: it reads hosts, SQL and what a push updates
+// ([Push]) from the parser's facts, never from the arguments; a push
+// constraint refuses a command the parser does not read as a push. Each
+// written path is matched against the path
 // rules, then the workspace roots and scratch paths (Git), else it is an
 // outside write. With self-protection on (the default policy's), a step that
 // writes undosh's own files or undoes its installation is denied

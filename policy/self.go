@@ -1,9 +1,7 @@
 package policy
 
 import (
-	"path"
 	"slices"
-	"strings"
 
 	"github.com/undosh/undosh/internal/pathglob"
 )
@@ -45,38 +43,31 @@ func selfPath(abs string, ctx Context) bool {
 }
 
 // selfCommand says how c undoes undosh's installation, or "" when it
-// does not: undoctl uninstall, or dpkg-divert naming one of the shells
-// undoctl install diverts (bash and sh in /bin and /usr/bin).
+// does not: undoctl uninstall ([uninstallRule]), or a dpkg-divert that
+// changes the diversion of one of the shells undoctl install diverts
+// (the parser's Diverts).
 func selfCommand(c *Command) string {
 	if len(c.Argv) == 0 || c.Argv[0].Dynamic {
 		return ""
 	}
-	args := c.Argv[1:]
-	switch path.Base(c.Argv[0].Value) {
-	case "undoctl":
-		if slices.ContainsFunc(args, func(a Arg) bool { return a.Value == "uninstall" }) {
-			return "undoctl uninstall removes undosh as the shell"
-		}
-	case "dpkg-divert":
-		shell := false
-		for _, a := range args {
-			w := a.Value
-			switch w {
-			case "--list", "--listpackage", "--truename", "--help", "-?", "--version":
-				return ""
-			}
-			for _, d := range []string{"/bin/", "/usr/bin/"} {
-				if rest, ok := strings.CutPrefix(path.Clean(w), d); ok && (rest == "bash" || rest == "sh") {
-					shell = true
-				}
-			}
-		}
-		if shell {
+	if m, sure := uninstallRule.match(c); m && sure {
+		return "undoctl uninstall removes undosh as the shell"
+	}
+	for _, p := range c.Diverts {
+		if slices.Contains(divertedShells, p) {
 			return "dpkg-divert changes the diversion that makes undosh the shell"
 		}
 	}
 	return ""
 }
+
+// uninstallRule matches undoctl uninstall, in the rules' own terms: the
+// word uninstall anywhere among undoctl's arguments.
+var uninstallRule = Rule{Name: SelfRule, Programs: []string{"undoctl"}, IfArgs: []string{"uninstall"},
+	names: []string{"undoctl"}, ifFields: [][]string{{"uninstall"}}}
+
+// divertedShells are the shells undoctl install diverts.
+var divertedShells = []string{"/bin/bash", "/bin/sh", "/usr/bin/bash", "/usr/bin/sh"}
 
 // selfReason is the refusal of a step that changes undosh itself.
 func (p *Policy) selfReason(c *Command, what string) Reason {

@@ -305,7 +305,7 @@ func Input(f *parser.Facts) policy.Input {
 		pc := policy.Command{
 			Pos: c.Pos.String(), Text: c.Text, Sub: c.Sub, Root: c.Root, Shadowed: c.Shadowed,
 			Builtin: c.Builtin, Function: c.Function, WritesKnown: c.WritesKnown, Script: c.Script,
-			Opaque: c.Opaque, Missing: c.Missing, Network: c.Network, SQL: c.SQL, PushRefs: c.PushRefs, Cwd: c.Cwd, Via: c.Via, OwnSignal: c.OwnSignal,
+			Opaque: c.Opaque, Missing: c.Missing, Network: c.Network, SQL: c.SQL, Push: push(c.Push), Diverts: c.Diverts, NamedPaths: c.NamedPaths, Cwd: c.Cwd, Via: c.Via, OwnSignal: c.OwnSignal,
 			Argv: make([]policy.Arg, len(c.Argv)),
 		}
 		for i, a := range c.Argv {
@@ -321,6 +321,24 @@ func Input(f *parser.Facts) policy.Input {
 		in.Commands = append(in.Commands, pc)
 	}
 	return in
+}
+
+// push converts the parser's reading of a push.
+func push(p *parser.Push) *policy.Push {
+	if p == nil {
+		return nil
+	}
+	refs := func(l []parser.Refspec) []policy.Refspec {
+		if l == nil {
+			return nil
+		}
+		out := make([]policy.Refspec, len(l))
+		for i, r := range l {
+			out[i] = policy.Refspec(r)
+		}
+		return out
+	}
+	return &policy.Push{Refs: refs(p.Refs), Config: refs(p.Config), Force: p.Force, Current: p.Current}
 }
 
 // WorkspaceRoots returns the workspace of cwd: the top level of the git
