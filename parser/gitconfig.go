@@ -520,36 +520,18 @@ var gitCommands = func() map[string]bool {
 // send-pack, http-push): the refspecs its configuration adds to what the
 // command names, which [pushWords] reads when the command is recorded.
 func (w *walker) gitPushRefs(c *Command, sub int, g *gitConfig) {
-	args := c.Argv[sub+1:]
-	var ops []Arg
-	var repo *Arg
+	args := readPushArgs(c.Argv[sub+1:])
+	ops, repo := args.operands, args.repo
 	all := false
 	var refs []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		v := a.Value
-		switch {
-		case a.Dynamic:
-			ops = append(ops, a)
-		case v == "--":
-			ops = append(ops, args[i+1:]...)
-			i = len(args)
-		case v == "--repo" && i+1 < len(args):
-			i++
-			repo = &args[i]
-		case strings.HasPrefix(v, "--repo="):
-			repo = &Arg{Value: strings.TrimPrefix(v, "--repo=")}
-		case pushTakesValue(v):
-			i++
-		case v == "--stdin":
+	for _, v := range args.options {
+		switch v {
+		case "--stdin":
 			// send-pack reads the refs from its input.
 			refs = append(refs, "")
 			all = true
-		case v == "--all" || v == "--branches" || v == "--mirror" || v == "--tags":
+		case "--all", "--branches", "--mirror", "--tags":
 			all = true
-		case strings.HasPrefix(v, "-"):
-		default:
-			ops = append(ops, a)
 		}
 	}
 	if repo == nil && len(ops) > 0 {

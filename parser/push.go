@@ -20,37 +20,15 @@ func pushWords(c *Command) {
 	if c.Push != nil {
 		p.Config = c.Push.Config
 	}
-	args := c.Argv[start:]
-	var ops []Arg
-	repo := false
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		v := a.Value
-		switch {
-		case a.Dynamic:
-			ops = append(ops, a)
-		case v == "--":
-			ops = append(ops, args[i+1:]...)
-			i = len(args)
-		case pushForces(v):
+	w := readPushArgs(c.Argv[start:])
+	for _, v := range w.options {
+		// A cluster of short options with -f or -d in it (-fu) forces too.
+		if pushForces(v) || !strings.HasPrefix(v, "--") && strings.ContainsAny(v[1:], "fd") {
 			p.Force = true
-		case v == "--repo" || strings.HasPrefix(v, "--repo="):
-			// Every operand is then a refspec.
-			repo = true
-			if v == "--repo" {
-				i++
-			}
-		case pushTakesValue(v):
-			i++
-		case strings.HasPrefix(v, "-") && !strings.HasPrefix(v, "--") && strings.ContainsAny(v[1:], "fd"):
-			// A cluster of short options with -f or -d in it (-fu).
-			p.Force = true
-		case strings.HasPrefix(v, "-"):
-		default:
-			ops = append(ops, a)
 		}
 	}
-	if !repo && len(ops) > 0 {
+	ops := w.operands
+	if !w.repoOption && len(ops) > 0 {
 		ops = ops[1:] // the repository
 	}
 	for _, a := range ops {
@@ -63,6 +41,55 @@ func pushWords(c *Command) {
 		}
 	}
 	c.Push = p
+}
+
+// pushArgs are the words of a push, sorted.
+type pushArgs struct {
+	// operands are its words that are not options: the repository
+	// (unless --repo names it), then the refspecs.
+	operands []Arg
+	// repo is the value of --repo, and repoOption is set when --repo is
+	// given at all: every operand is then a refspec.
+	repo       *Arg
+	repoOption bool
+	// options are its other options, as written, without the values of
+	// those that take one.
+	options []string
+}
+
+// readPushArgs sorts the words of a push (after its subcommand) into
+// operands and options. Both readings of a push use it: its
+// configuration's refspecs ([walker.gitPushRefs]) and its own
+// ([pushWords]).
+func readPushArgs(args []Arg) pushArgs {
+	var w pushArgs
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		v := a.Value
+		switch {
+		case a.Dynamic:
+			w.operands = append(w.operands, a)
+		case v == "--":
+			w.operands = append(w.operands, args[i+1:]...)
+			i = len(args)
+		case v == "--repo":
+			w.repoOption = true
+			if i+1 < len(args) {
+				i++
+				w.repo = &args[i]
+			}
+		case strings.HasPrefix(v, "--repo="):
+			w.repoOption = true
+			w.repo = &Arg{Value: strings.TrimPrefix(v, "--repo=")}
+		case pushTakesValue(v):
+			i++
+		case strings.HasPrefix(v, "-"):
+			w.options = append(w.options, v)
+		default:
+			w.operands = append(w.operands, a)
+		}
+	}
+	return w
 }
 
 // pushStart returns the index in c's argv where the words of a push
