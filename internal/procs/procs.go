@@ -160,11 +160,18 @@ func parseStat(b []byte) (Proc, error) {
 	if p.Start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
 		return Proc{}, errors.New("malformed stat: starttime")
 	}
-	// flags is field 9.
-	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil {
-		p.Forked = flags&pfForkNoExec != 0
-	}
+	p.Forked = statFlags(f)&pfForkNoExec != 0
 	return p, nil
+}
+
+// statFlags returns the kernel's flags of a process (field 9 of
+// /proc/PID/stat) from the fields after its comm, or 0.
+func statFlags(f []string) uint64 {
+	if len(f) <= 6 {
+		return 0
+	}
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return flags
 }
 
 func splitNul(b []byte) []string {
@@ -422,12 +429,8 @@ const fatalByDefault = ^uint64(1<<(syscall.SIGCHLD-1) | 1<<(syscall.SIGCONT-1) |
 // /proc/PID/status. A fatal signal the kernel has delivered shows as a
 // SIGKILL pending in the thread's own set.
 func dying(stat, status []byte) bool {
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
-		if f := strings.Fields(string(stat[i+1:])); len(f) > 6 {
-			if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
-				return true
-			}
-		}
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && statFlags(strings.Fields(string(stat[i+1:])))&pfExiting != 0 {
+		return true
 	}
 	sets := map[string]uint64{}
 	for line := range strings.SplitSeq(string(status), "\n") {
