@@ -307,11 +307,46 @@ type differ struct {
 // the real one's (tst, at dst), unless a directory the copy only mirrored
 // still has its recorded mode and owner (then only xattrs count).
 func (d *differ) changedDir(rel string, a *Attrs, tst *unix.Stat_t, dst string) bool {
-	if m, ok := d.mirrored[d.name(rel)]; ok && a.Mode == unixmode.Bits(m.Mode) && a.UID == m.UID && a.GID == m.GID {
+	if d.unchangedMirror(rel, a) {
 		x, _, err := readXattrs(dst)
 		return err != nil || !sameXattrs(a.Xattrs, x)
 	}
 	return differentDir(a, tst, dst)
+}
+
+// unchangedMirror reports whether rel is a directory the copy only
+// mirrored and whose mode and owner (a, the upper's) are still those of
+// its record.
+func (d *differ) unchangedMirror(rel string, a *Attrs) bool {
+	m, ok := d.mirrored[d.name(rel)]
+	return ok && a.Mode == unixmode.Bits(m.Mode) && a.UID == m.UID && a.GID == m.GID
+}
+
+// goneMirror plans rel, a directory the copy only mirrored whose real
+// one something else removed while the step ran. That is no change of
+// the step's when all the step left below it are mirrored directories
+// (and paths never committed): nothing is planned. When the step wrote
+// below it, recreating the directory would undo the other removal, so
+// the plan is refused.
+func (d *differ) goneMirror(rel string, a *Attrs, src string) error {
+	n := len(d.plan.Ops)
+	d.add(Op{Kind: OpMkdir, Path: rel, Type: TypeDir, Attrs: a, Src: src})
+	if err := d.children(rel, true); err != nil {
+		return err
+	}
+	wrote := false
+	for _, op := range d.plan.Ops[n:] {
+		if op.Kind != OpMkdir || !d.unchangedMirror(op.Path, op.Attrs) {
+			wrote = true
+		}
+	}
+	d.plan.Ops = d.plan.Ops[:n]
+	if wrote {
+		d.refuse(rel, "removed on the real machine while the step ran, which wrote below it")
+		return nil
+	}
+	d.skip(rel, "removed on the real machine while the step ran")
+	return nil
 }
 
 // name is how a person sees rel (relative to the target): from the root.
@@ -429,6 +464,8 @@ func (d *differ) entry(rel string, fresh bool) error {
 				d.add(Op{Kind: OpMeta, Path: rel, Type: TypeDir, Attrs: a})
 			}
 			return d.children(rel, fresh)
+		case !fresh && !exists && d.unchangedMirror(rel, a):
+			return d.goneMirror(rel, a, src)
 		case fresh || !exists:
 			fresh = true
 		case opaque == "y" || !tdir:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -256,5 +257,51 @@ func TestDiffTargetGone(t *testing.T) {
 	w.file("upper/new", "new\n", 0o644, tNew)
 	if _, err := Diff(Layer{Target: target, Upper: w.p("upper"), T0: time.Now()}, DiffOptions{Root: w.p("root")}); err == nil || !strings.Contains(err.Error(), target) {
 		t.Errorf("written, gone: %v; want an error naming %s", err, target)
+	}
+}
+
+// TestDiffMirrorGone checks a directory the copy only mirrored whose
+// real one something else removed while the step ran (a rootless copy's
+// skeleton, where another process's directory came and went): no
+// change of the step's when it wrote nothing there, refused when it did.
+func TestDiffMirrorGone(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	w := tree{t, base}
+	w.dir("root", 0o755)
+	w.dir("upper", 0o755)
+	w.dir("upper/gone", 0o750)
+	w.dir("upper/gone/sub", 0o700)
+	w.file("upper/gone/seeded", "", 0o400, tNew)
+	uid, gid := os.Geteuid(), os.Getegid()
+	o := DiffOptions{
+		Root:   w.p("root"),
+		Seeded: []string{"/gone/seeded"},
+		Mirrored: []Mirror{
+			{Path: "/gone", Mode: fs.ModeDir | 0o750, UID: uid, GID: gid},
+			{Path: "/gone/sub", Mode: fs.ModeDir | 0o700, UID: uid, GID: gid},
+		},
+	}
+	layer := Layer{Target: w.p("root"), Upper: w.p("upper"), T0: time.Now()}
+	p, err := Diff(layer, o)
+	if err != nil || len(p.Ops) != 0 {
+		t.Errorf("untouched, gone: %v, %v; want no operation", opLines(p), err)
+	}
+	// Without the record, the directories are the step's own: made.
+	p, err = Diff(layer, DiffOptions{Root: o.Root, Seeded: o.Seeded})
+	if diff := cmp.Diff([]string{"mkdir gone", "mkdir gone/sub"}, opLines(p)); err != nil || diff != "" {
+		t.Errorf("without the record: %v (-want +got):\n%s", err, diff)
+	}
+	// The step changed a mirrored directory: refused, naming it.
+	w.must(unix.Chmod(w.p("upper/gone/sub"), 0o755))
+	var refused *RefusedError
+	if _, err := Diff(layer, o); !errors.As(err, &refused) || len(refused.Problems) != 1 || refused.Problems[0].Path != "/gone" {
+		t.Errorf("chmod in the copy, gone: %v; want /gone refused", err)
+	}
+	w.must(unix.Chmod(w.p("upper/gone/sub"), 0o700))
+	// The step wrote a file below it: refused too.
+	w.file("upper/gone/sub/new", "new\n", 0o644, tNew)
+	if _, err := Diff(layer, o); !errors.As(err, &refused) || refused.Problems[0].Path != "/gone" {
+		t.Errorf("written, gone: %v; want /gone refused", err)
 	}
 }

@@ -348,8 +348,10 @@ func TestRootlessMirrored(t *testing.T) {
 	}
 	bin = testuser.Install(t, bin)
 	dir := filepath.Join(u.Home, "project")
-	if err := os.MkdirAll(filepath.Join(dir, "vol"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"vol", "other/deep"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, data := range map[string]string{"gone": "gone\n", "edit": "old\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
@@ -386,6 +388,11 @@ func TestRootlessMirroredAsUser(t *testing.T) {
 	s := runWith(t, c, RunOptions{Argv: []string{"/bin/sh", "-c", "set -e; cd " + dir + "; rm gone; echo new > edit; echo x > vol/f; echo y > added"}})
 	if s.err != nil || s.ExitCode != 0 {
 		t.Fatalf("step: %+v, %v, %s", s.Result, s.err, s.stderr)
+	}
+	// Something else removes a directory the step did not touch: that
+	// is no change of the step's, and the commit must not bring it back.
+	if err := os.RemoveAll(dir + "/other"); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.Settle(); err != nil {
 		t.Fatal(err)
