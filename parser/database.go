@@ -1,6 +1,8 @@
 package parser
 
 import (
+	"path"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -119,6 +121,105 @@ func serverVars(kind string) (hosts, indirect []string) {
 		return []string{"CLICKHOUSE_HOST"}, nil
 	}
 	return nil, nil
+}
+
+// portSyntax is how a client of kind names the TCP port of its server:
+// its short and long options, its variable, and the default. ok is false
+// for a kind whose port the parser does not read.
+func portSyntax(kind string) (short, long, env string, def int, ok bool) {
+	switch kind {
+	case "postgres":
+		return "-p", "--port", "PGPORT", 5432, true
+	case "mysql":
+		return "-P", "--port", "MYSQL_TCP_PORT", 3306, true
+	case "redis":
+		return "-p", "", "", 6379, true
+	}
+	return "", "", "", 0, false
+}
+
+// server sets c.Server for a database tool, once c.Hosts are known.
+func (w *walker) server(c *Command) {
+	if len(c.Argv) == 0 || c.Argv[0].Dynamic {
+		return
+	}
+	t, ok := dbToolFor(path.Base(c.Argv[0].Value))
+	if !ok {
+		return
+	}
+	c.Server = &Server{Kind: t.kind}
+	short, long, env, def, ok := portSyntax(t.kind)
+	if !ok || len(c.Wrappers) > 0 {
+		return
+	}
+	tcp := false // mysql: a host that makes it connect by TCP
+	for _, h := range c.Hosts {
+		if h.Dynamic || !h.Loopback || strings.HasPrefix(h.Value, "/") || strings.Contains(h.Value, ":") && !strings.Contains(h.Value, "::") {
+			return // another machine, a socket, a URL, host:port
+		}
+		tcp = tcp || h.Value != "localhost"
+	}
+	port := 0
+	args := c.Argv[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		v := ""
+		switch {
+		case a.Dynamic, strings.Contains(a.Value, "://"):
+			return // a URL names its own port
+		case a.Value == "-S" || a.Value == "--socket" || strings.HasPrefix(a.Value, "--socket=") || t.kind == "redis" && (a.Value == "-s" || a.Value == "-u"):
+			return
+		case strings.EqualFold(a.Value, "--protocol=tcp") || a.Value == "--protocol" && i+1 < len(args) && strings.EqualFold(args[i+1].Value, "tcp"):
+			tcp = true
+			continue
+		case a.Value == short || long != "" && a.Value == long:
+			if i+1 >= len(args) || args[i+1].Dynamic {
+				return
+			}
+			i++
+			v = args[i].Value
+		case strings.HasPrefix(a.Value, short) && len(a.Value) > len(short) && !strings.HasPrefix(a.Value, "--"):
+			v = a.Value[len(short):]
+		case long != "" && strings.HasPrefix(a.Value, long+"="):
+			v = a.Value[len(long)+1:]
+		case strings.Contains(a.Value, "port=") || strings.Contains(a.Value, "service="):
+			return // a connection string: -d "host=db port=5433"
+		default:
+			continue
+		}
+		if port = portNumber(v); port == 0 {
+			return
+		}
+	}
+	if port == 0 && env != "" {
+		if _, own := c.EnvValues[env]; own {
+			return // the step's own port (PGPORT=… psql): not read
+		}
+		if _, own := w.st.vars.get(env); own {
+			return // export PGPORT=…, read PGPORT
+		}
+		if v, set := w.opts.Env[env]; set {
+			if port = portNumber(v); port == 0 {
+				return
+			}
+		}
+	}
+	if t.kind == "mysql" && !tcp {
+		return // localhost is the default socket, whatever the port
+	}
+	if port == 0 {
+		port = def
+	}
+	c.Server.Port = port
+}
+
+// portNumber returns the TCP port v names, or 0.
+func portNumber(v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 65535 {
+		return 0
+	}
+	return n
 }
 
 // dbHosts adds to c.Hosts the servers a database tool is given other

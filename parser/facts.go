@@ -148,6 +148,10 @@ type Command struct {
 	// host names (notes.txt): the policy asks about hosts only of the
 	// programs it says reach them.
 	Hosts []Host
+	// Server is set for a database client (database.go): the kind of
+	// server it talks to and, when that is sure, the port of this
+	// machine's server it reaches.
+	Server *Server
 	// SQL says what the statements given to a database client do:
 	// "read-only", "write" (or unknown), or "" for other programs.
 	SQL string
@@ -159,6 +163,10 @@ type Command struct {
 	// Script is the path of the script whose text was read and walked for
 	// this command (`bash x.sh`, `./x.sh`, `source x.sh`, `npm run x`), or "".
 	Script string
+	// Signals is set for a program that signals other processes: kill
+	// (the builtin or a program), pkill, killall, fuser. Which processes
+	// it signals is read at run time (internal/procs).
+	Signals bool
 	// OwnSignal is set for the builtin kill when its every target is the
 	// shell itself or one of its own jobs ($$, $!, %N): it reaches
 	// nothing outside the step. Another program named kill (/bin/kill)
@@ -237,6 +245,22 @@ type Host struct {
 	// Loopback is set when the server is this machine: localhost, a
 	// loopback address, a socket path, a file: or unix: URL.
 	Loopback bool
+}
+
+// Server is the server a database client talks to.
+type Server struct {
+	// Kind is the kind of server: postgres, mysql, redis, mongodb,
+	// cassandra, clickhouse, sqlite or duckdb.
+	Kind string
+	// Port is the TCP port of this machine's server the client reaches,
+	// as its words and environment say (a port option, PGPORT or
+	// MYSQL_TCP_PORT, or its kind's default). It is 0 when they cannot
+	// say for sure: a word known only at run time, a host that is not
+	// this machine's by TCP (another machine, a socket, mysql's
+	// localhost), a connection string or URL, a service or option file,
+	// a wrapper that may change the environment, or a kind whose port
+	// the parser does not read.
+	Port int
 }
 
 // Write is one path a command writes.

@@ -610,12 +610,18 @@ func (w *walker) record(c Command) {
 		c.Shadowed = true
 	}
 	wordHosts(&c)
+	w.server(&c)
+	c.Signals = !c.Function && len(c.Argv) > 0 && !c.Argv[0].Dynamic && slices.Contains(signalPrograms, path.Base(c.Argv[0].Value))
 	pushWords(&c)
 	divertWords(&c)
 	namedPaths(&c)
 	w.facts.Commands = append(w.facts.Commands, c)
 	w.noteRepoWrites(c)
 }
+
+// signalPrograms are the programs that signal other processes
+// ([Command].Signals).
+var signalPrograms = []string{"kill", "pkill", "killall", "fuser"}
 
 // noteRepoWrites keeps what gitHooks asks of every command recorded: the
 // writes into a repository's own files, and the trees written, by any

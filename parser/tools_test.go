@@ -111,3 +111,96 @@ func FuzzNamedPaths(f *testing.F) {
 		}
 	})
 }
+
+// TestServer: the server a database client reaches, and its port only
+// when the words and the environment say it for sure. The shell's
+// TestNarrow checkpoints fewer servers from these same readings.
+func TestServer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		env  map[string]string
+		kind string
+		port int
+	}{
+		{`psql -c "drop table t"`, nil, "postgres", 5432},
+		{`psql -p 5433 -c x`, nil, "postgres", 5433},
+		{`psql -p5433 -c "update t set a=1"`, nil, "postgres", 5433},
+		{`psql --port=5433 -h 127.0.0.1 -c x`, nil, "postgres", 5433},
+		{`psql --port 5433 -h localhost db`, nil, "postgres", 5433},
+		{`/usr/bin/createdb -p 5434 x`, nil, "postgres", 5434},
+		{`psql -c x`, map[string]string{"PGPORT": "5433"}, "postgres", 5433},
+		{`psql -p 5432 -c x`, map[string]string{"PGPORT": "5433"}, "postgres", 5432},
+		{`redis-cli set k v`, nil, "redis", 6379},
+		{`redis-cli -p 6380 -h 127.0.0.1 set k v`, nil, "redis", 6380},
+		{`mysql -h 127.0.0.1 -P 3307 -e x`, nil, "mysql", 3307},
+		{`mysql --protocol=TCP -P3307 -e x`, nil, "mysql", 3307},
+		{`mysql --protocol tcp -u root -e x`, nil, "mysql", 3306},
+		{`mysql -h 127.0.0.1 -e x`, map[string]string{"MYSQL_TCP_PORT": "3310"}, "mysql", 3310},
+		// Not sure: the kind, with no port.
+		{`psql -p "$P" -c x`, nil, "postgres", 0},
+		{`psql -c "$SQL"`, nil, "postgres", 0},
+		{`PGPORT=5433 psql -c x`, nil, "postgres", 0},
+		{`export PGPORT=5433; psql -c x`, nil, "postgres", 0},
+		{`read PGPORT; psql -c x`, nil, "postgres", 0},
+		{`unset PGPORT; psql -c x`, map[string]string{"PGPORT": "5433"}, "postgres", 0},
+		{`psql -c x`, map[string]string{"PGPORT": "x"}, "postgres", 0},
+		{`psql -d "host=127.0.0.1 port=5433" -c x`, nil, "postgres", 0},
+		{`psql "port=5433" -c x`, nil, "postgres", 0},
+		{`psql postgresql://127.0.0.1:5433/db -c x`, nil, "postgres", 0},
+		{`psql -h db.internal -c x`, nil, "postgres", 0},
+		{`psql -h /tmp/sock -c x`, nil, "postgres", 0},
+		{`psql -c x`, map[string]string{"PGHOST": "db.internal"}, "postgres", 0},
+		{`psql -c x`, map[string]string{"PGSERVICE": "db"}, "postgres", 0},
+		{`PGSERVICE=db psql -c x`, nil, "postgres", 0},
+		{`psql -p 99999 -c x`, nil, "postgres", 0},
+		{`psql -p`, nil, "postgres", 0},
+		{`sudo -u postgres psql -c x`, nil, "postgres", 0},
+		{`env -i psql -c x`, map[string]string{"PGPORT": "5433"}, "postgres", 0},
+		{`mysql -P 3307 -e x`, nil, "mysql", 0},
+		{`mysql -h localhost -P 3307 -e x`, nil, "mysql", 0},
+		{`mysql -h 127.0.0.1 -S /run/mysqld/mysqld.sock -e x`, nil, "mysql", 0},
+		{`mysql --defaults-file=my.cnf -h 127.0.0.1 -e x`, nil, "mysql", 0},
+		{`redis-cli -u redis://127.0.0.1:6380 set k v`, nil, "redis", 0},
+		{`redis-cli -s /tmp/redis.sock set k v`, nil, "redis", 0},
+		{`redis-cli -h 10.0.0.5 set k v`, nil, "redis", 0},
+		{`mongosh --port 27018`, nil, "mongodb", 0},
+		{`sqlite3 db.sqlite "select 1"`, nil, "sqlite", 0},
+	}
+	for _, tt := range tests {
+		f := Parse(tt.in, Options{Cwd: "/w", Env: tt.env})
+		c := f.Commands[len(f.Commands)-1]
+		if c.Server == nil || c.Server.Kind != tt.kind || c.Server.Port != tt.port {
+			t.Errorf("%q %v: Server %+v, want %s port %d", tt.in, tt.env, c.Server, tt.kind, tt.port)
+		}
+	}
+	for _, in := range []string{"echo psql", "psqlx -p 5433", "cat db.sql", "$DB -p 5433"} {
+		f := Parse(in, Options{})
+		if c := f.Commands[len(f.Commands)-1]; c.Server != nil {
+			t.Errorf("%q: Server %+v, want none", in, c.Server)
+		}
+	}
+}
+
+// TestSignals: the programs that signal other processes, whose targets
+// a live step records.
+func TestSignals(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{
+		"kill 42":                   true,
+		"/bin/kill -9 42":           true,
+		"sudo pkill -f server":      true,
+		"killall node":              true,
+		"fuser -k 8080/tcp":         true,
+		"kill() { :; }; kill 42":    false,
+		"echo kill 42":              false,
+		"$K 42":                     false,
+		"pgrep -f server":           false,
+		"timeout 5 kill -TERM 4242": true,
+	} {
+		f := Parse(in, Options{})
+		if got := f.Commands[len(f.Commands)-1].Signals; got != want {
+			t.Errorf("%q: Signals %v, want %v", in, got, want)
+		}
+	}
+}

@@ -57,55 +57,32 @@ func liveServices(all []service.Service, names []string) []service.Service {
 	return out
 }
 
-// clients are the programs whose server a live step can tell from their
-// command line, by kind: the option that names the port, the variable
-// that does, and the default.
-var clients = map[string]struct {
-	short, long, env string
-	port             int
-	progs            []string
-}{
-	service.Postgres: {short: "-p", long: "--port", env: "PGPORT", port: 5432,
-		progs: []string{"psql", "pg_restore", "createdb", "dropdb", "createuser", "dropuser", "vacuumdb", "reindexdb", "clusterdb", "pgbench"}},
-	service.Redis: {short: "-p", env: "", port: 6379, progs: []string{"redis-cli"}},
-	service.MySQL: {short: "-P", long: "--port", env: "MYSQL_TCP_PORT", port: 3306, progs: []string{"mysql", "mariadb", "mysqladmin", "mysqlimport"}},
-}
-
 // narrow keeps, of the services of a kind that the step's live names
-// name by kind, those its clients reach: the ports their command lines
-// say (or the default), when every client of that kind says one and
-// each is a port a server here listens on. Anything less certain keeps
-// them all: a wrong guess would leave a server unprotected. A step that
-// sets a client's variables itself (PGPORT=… psql, export PGHOST=…), or
-// gives a host or a connection string, keeps them all too.
-func narrow(ss []service.Service, names []string, facts *parser.Facts, text string, getenv func(string) string) []service.Service {
+// name by kind, those its clients reach: the ports the parser read from
+// their words and environment ([parser.Server]), when every client of
+// that kind has one and each is a port a server here listens on.
+// Anything less certain keeps them all: a wrong guess would leave a
+// server unprotected.
+func narrow(ss []service.Service, names []string, facts *parser.Facts) []service.Service {
 	if facts == nil || len(facts.Unknown) > 0 || slices.ContainsFunc(names, func(n string) bool { return n == policy.LiveDatabase || n == policy.LiveServices }) {
 		return ss
 	}
 	out := slices.Clone(ss)
-	for kind, c := range clients {
+	for _, kind := range service.Kinds {
 		if !slices.Contains(names, kind) {
 			continue
 		}
 		ports := map[int]bool{}
 		sure := true
 		for _, cmd := range facts.Commands {
-			if len(cmd.Argv) == 0 || !slices.Contains(c.progs, filepath.Base(cmd.Argv[0].Value)) {
+			if cmd.Server == nil || cmd.Server.Kind != kind {
 				continue
 			}
-			port, ok := clientPort(cmd, c.short, c.long)
-			if !ok || (c.env != "" && strings.Contains(text, c.env)) || strings.Contains(text, "://") ||
-				kind == service.Postgres && (getenv("PGSERVICE") != "" || strings.Contains(text, "PGSERVICE")) {
+			if cmd.Server.Port == 0 {
 				sure = false
 				break
 			}
-			if port == 0 && c.env != "" {
-				port, _ = strconv.Atoi(getenv(c.env))
-			}
-			if port == 0 {
-				port = c.port
-			}
-			ports[port] = true
+			ports[cmd.Server.Port] = true
 		}
 		if !sure || len(ports) == 0 {
 			continue
@@ -124,55 +101,6 @@ func narrow(ss []service.Service, names []string, facts *parser.Facts, text stri
 	return out
 }
 
-// clientPort reads a client's port option (0 when it gives none); ok is
-// false when the command line cannot say: a word known only at run
-// time, or a host other than this machine's.
-func clientPort(cmd parser.Command, short, long string) (port int, ok bool) {
-	for i := 1; i < len(cmd.Argv); i++ {
-		a := cmd.Argv[i]
-		if a.Dynamic {
-			return 0, false
-		}
-		v, next := "", i+1 < len(cmd.Argv)
-		switch {
-		case a.Value == short || long != "" && a.Value == long:
-			if !next || cmd.Argv[i+1].Dynamic {
-				return 0, false
-			}
-			i++
-			v = cmd.Argv[i].Value
-		case strings.HasPrefix(a.Value, short) && len(a.Value) > len(short) && !strings.HasPrefix(a.Value, "--"):
-			v = a.Value[len(short):]
-		case long != "" && strings.HasPrefix(a.Value, long+"="):
-			v = a.Value[len(long)+1:]
-		case a.Value == "-h" || a.Value == "--host" || strings.HasPrefix(a.Value, "--host=") || a.Value == "-u" || a.Value == "--socket" || a.Value == "-S":
-			if a.Value == "-h" && next && slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, cmd.Argv[i+1].Value) {
-				i++
-				continue
-			}
-			return 0, false
-		case strings.Contains(a.Value, "port=") || strings.Contains(a.Value, "host=") || strings.Contains(a.Value, "service="):
-			return 0, false // a connection string: -d "host=db port=5433"
-		default:
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, false
-		}
-		port = n
-	}
-	if len(cmd.Env) > 0 {
-		return 0, false // PGPORT=… psql, PGHOST=… psql: the step's own
-	}
-	return port, true
-}
-
-// killCommands are the programs whose targets a live step records
-// (fuser -k, whose targets procs.Targets cannot read ahead, as one known
-// only as it runs).
-var killCommands = []string{"kill", "pkill", "killall", "fuser"}
-
 // prepareLive finds what the live step that names names will act on:
 // the services to checkpoint, and the processes its kills will end. It
 // returns why the services cannot be checkpointed ("" when they can).
@@ -184,7 +112,7 @@ func (r *run) prepareLive(names []string) (why string) {
 		if err != nil {
 			return "the services running here cannot be read: " + err.Error()
 		}
-		l.services = narrow(liveServices(all, names), names, r.facts, r.src.text, r.e.Getenv)
+		l.services = narrow(liveServices(all, names), names, r.facts)
 		for _, s := range l.services {
 			if s.Unreadable != "" {
 				return fmt.Sprintf("service %s cannot be checkpointed: %s", s.Name, s.Unreadable)
@@ -198,9 +126,12 @@ func (r *run) prepareLive(names []string) (why string) {
 	}
 	if r.facts != nil {
 		for _, c := range r.facts.Commands {
-			if len(c.Argv) == 0 || c.Argv[0].Dynamic || !slices.Contains(killCommands, filepath.Base(c.Argv[0].Value)) {
+			if !c.Signals {
 				continue
 			}
+			// A target known only as it runs (kill $(cat app.pid),
+			// fuser -k, which procs.Targets cannot read ahead) makes the
+			// step's kill unknown.
 			argv := make([]string, 0, len(c.Argv))
 			for _, w := range c.Argv {
 				if w.Dynamic {

@@ -18,8 +18,6 @@ func TestNarrow(t *testing.T) {
 		{Name: "postgres:5433", Kind: service.Postgres, Port: 5433, Main: procs.Proc{PID: 2}},
 		{Name: "redis", Kind: service.Redis, Port: 6379, Main: procs.Proc{PID: 3}},
 	}
-	env := map[string]string{}
-	getenv := func(k string) string { return env[k] }
 	for _, c := range []struct {
 		src   string
 		names []string
@@ -43,11 +41,12 @@ func TestNarrow(t *testing.T) {
 		{`psql -c x`, []string{"postgres"}, map[string]string{"PGSERVICE": "db"}, []string{"postgres:5432", "postgres:5433", "redis"}},
 		{`psql -p 5433 -c x`, []string{policy.LiveDatabase}, nil, []string{"postgres:5432", "postgres:5433", "redis"}},
 		{`redis-cli -p 6379 set k v`, []string{"redis"}, nil, []string{"postgres:5432", "postgres:5433", "redis"}},
+		{`psql -p 5433 -c x`, []string{"postgres"}, map[string]string{"PGHOST": "db.internal"}, []string{"postgres:5432", "postgres:5433", "redis"}},
+		{`sudo -u postgres psql -p 5433 -c x`, []string{"postgres"}, nil, []string{"postgres:5432", "postgres:5433", "redis"}},
 	} {
-		env = c.env
-		facts := parser.Parse(c.src, parser.Options{})
+		facts := parser.Parse(c.src, parser.Options{Env: c.env})
 		var got []string
-		for _, s := range narrow(ss, c.names, facts, c.src, getenv) {
+		for _, s := range narrow(ss, c.names, facts) {
 			got = append(got, s.Name)
 		}
 		if !slices.Equal(got, c.want) {
