@@ -290,21 +290,30 @@ func (h *Host) Fork(ctx context.Context, name, op string) (string, error) {
 	m.CopyBinary = h.QEMU
 	id := "copy-" + op
 	dir := h.vmDir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	if err := h.writeOwner(id, owner{Sandbox: name, Role: "forking", Op: op}); err != nil {
-		return "", err
-	}
-	c, t, err := m.Fork(ctx, dir)
-	if err != nil {
+	// A fork that fails at any point, its own state file included,
+	// leaves no directory behind.
+	fail := func(err error) (string, error) {
 		os.RemoveAll(dir)
 		h.collect(name)
 		return "", fmt.Errorf("sandbox %s: %w%s", name, err, diskHint(err, h.Root))
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(err)
+	}
+	if err := h.writeOwner(id, owner{Sandbox: name, Role: "forking", Op: op}); err != nil {
+		return fail(err)
+	}
+	c, t, err := m.Fork(ctx, dir)
+	if err != nil {
+		return fail(err)
+	}
 	c.QMP().Close()
 	h.log().Info("fork", "sandbox", name, "copy", id, "paused", t.Paused.String(), "running", t.Running.String(), "ram", t.RAM)
-	return id, h.writeOwner(id, owner{Sandbox: name, Role: "copy", Op: op})
+	if err := h.writeOwner(id, owner{Sandbox: name, Role: "copy", Op: op}); err != nil {
+		h.end(id)
+		return fail(err)
+	}
+	return id, nil
 }
 
 // diskHint says what to do when err came of a full disk: qemu's own
