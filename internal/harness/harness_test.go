@@ -128,6 +128,9 @@ func makeUser(t *testing.T) (User, string) {
 // and as a non-root user, with plain bash and with undosh as bash, in
 // namespaces with only loopback; it checks what must hold, and reports
 // the class tables and the overheads (docs/harnesses.md, with -update).
+// UNDOSH_HARNESS_ONLY=NAME,… runs only those harnesses; _ROUNDS and
+// _BENCH set the rounds and the bench's calls; _KEEP keeps the runs;
+// _IN_HOME puts the project under /home ([Spec].InHome).
 func TestHarnesses(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: each run makes a mount and a network namespace and mounts an overlay on /usr/bin")
@@ -249,7 +252,7 @@ func runPair(t *testing.T, self string, tl tools, prefix string, c Client, u Use
 			return p, false
 		}
 		spec := Spec{Client: c.Name, Mode: mode, User: u, Dir: dir, Bin: tl.bin, RealBash: tl.realBash,
-			Prefix: prefix, Script: Commands(steps), Timeout: timeout}
+			Prefix: prefix, Script: Commands(steps), Timeout: timeout, InHome: os.Getenv("UNDOSH_HARNESS_IN_HOME") != ""}
 		if mode == Undosh && round == 0 {
 			spec.Bench = benchN
 		}

@@ -70,6 +70,10 @@ type Spec struct {
 	Prefix  string        `json:"prefix"`
 	Script  []string      `json:"script"`
 	Timeout time.Duration `json:"timeout"`
+	// InHome puts the project under /home, where a developer's is: in
+	// the user's home (/home/NAME/proj), or /home/proj for root, on the
+	// run's tmpfs over /home. Otherwise it is in the run's directory.
+	InHome bool `json:"in_home,omitempty"`
 	// Bench, when above zero, is how many times an undosh run times the
 	// harness's wrapper around a read-only command after the session,
 	// with undosh and with the real bash ([Bench]).
@@ -365,6 +369,11 @@ func inner(spec Spec) (out Outcome, err error) {
 	if err != nil {
 		return out, err
 	}
+	if spec.InHome {
+		if proj, err = mountProject(proj, homeIn, spec.User); err != nil {
+			return out, err
+		}
+	}
 	args, cenv, err := client.Setup(homeIn, port, Prompt)
 	if err != nil {
 		return out, err
@@ -518,6 +527,25 @@ func mountHome(home string, u User) (string, error) {
 	}
 	if err := unix.Mount(home, at, "", unix.MS_BIND, ""); err != nil {
 		return "", fmt.Errorf("mount the run's home on %s: %w", at, err)
+	}
+	return at, nil
+}
+
+// mountProject mounts the project proj under /home ([Spec].InHome), in
+// this mount namespace, and returns where.
+func mountProject(proj, homeIn string, u User) (string, error) {
+	at := filepath.Join(homeIn, "proj")
+	if u.Root() {
+		if err := unix.Mount("tmpfs", "/home", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755"); err != nil {
+			return "", fmt.Errorf("mount a tmpfs on /home: %w", err)
+		}
+		at = "/home/proj"
+	}
+	if err := os.Mkdir(at, 0o755); err != nil {
+		return "", fmt.Errorf("make %s: %w", at, err)
+	}
+	if err := unix.Mount(proj, at, "", unix.MS_BIND, ""); err != nil {
+		return "", fmt.Errorf("mount the project on %s: %w", at, err)
 	}
 	return at, nil
 }
