@@ -120,54 +120,54 @@ func takeFront(env []string, executed string) ([]string, os.FileInfo, string) {
 	return kept, front, executed
 }
 
-func (e *Process) config() string {
-	if e.Config != "" {
-		return e.Config
+func (p *Process) config() string {
+	if p.Config != "" {
+		return p.Config
 	}
 	return ConfigFile
 }
 
 // exec replaces undosh with the real shell, with fd 0 replaced by the
 // relayed script when there is one.
-func (e *Process) exec(real string, src source) int {
-	return e.execAs(real, e.Argv, e.Environ, src)
+func (p *Process) exec(real string, src source) int {
+	return p.execAs(real, p.Argv, p.Environ, src)
 }
 
 // execAs replaces undosh with path (the real shell, or the shell under
 // a limit), as exec does.
-func (e *Process) execAs(path string, argv, env []string, src source) int {
+func (p *Process) execAs(path string, argv, env []string, src source) int {
 	if src.stdin != nil {
 		if err := syscall.Dup2(int(src.stdin.Fd()), 0); err != nil {
-			e.errorf(fmt.Errorf("relay standard input: %w", err), "")
+			p.errorf(fmt.Errorf("relay standard input: %w", err), "")
 			return exit.Failure
 		}
 	}
-	err := e.Exec(path, argv, env)
+	err := p.Exec(path, argv, env)
 	if errors.Is(err, errHandedOver) {
 		return 0 // the shell-to-be execs it
 	}
-	e.errorf(fmt.Errorf("exec %s: %w", path, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
-	return 127
+	p.errorf(fmt.Errorf("exec %s: %w", path, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+	return exit.NotRun
 }
 
 // errorf prints `undosh: error: …` and an optional hint.
-func (e *Process) errorf(err error, hint string) {
-	if e.Closed(2) {
+func (p *Process) errorf(err error, hint string) {
+	if p.Closed(2) {
 		return
 	}
 	msg := "undosh: error: " + strings.ReplaceAll(err.Error(), "\n", "\nundosh: error: ") + "\n"
 	if hint != "" {
 		msg += "undosh: hint: " + hint + "\n"
 	}
-	io.WriteString(e.Stderr, msg)
+	io.WriteString(p.Stderr, msg)
 }
 
 // say prints one line of undosh's own on stderr.
-func (e *Process) say(line string) {
-	if e.Closed(2) {
+func (p *Process) say(line string) {
+	if p.Closed(2) {
 		return
 	}
-	io.WriteString(e.Stderr, "undosh: "+line+"\n")
+	io.WriteString(p.Stderr, "undosh: "+line+"\n")
 }
 
 // environ returns the environment as a map, for the parser.
