@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoint benchmarks, side by side in one run (issues #3 and #16):
 #   undoctl checkpoint / restore, walked: a state directory with no
-#     classifier, so every checkpoint walks the whole tree;
+#     server, so every checkpoint walks the whole tree;
 #   undoctl checkpoint / restore, watched: a second state directory whose
-#     classifier (started here, killed at exit) watches the tree, so a
+#     server (started here, killed at exit) watches the tree, so a
 #     checkpoint reads only what its watcher saw change;
 #   a bare stat walk of the tree (bench/statwalk), the floor for anything
 #     that looks at every file; and
@@ -69,7 +69,7 @@ gitsnap() {
 }
 export -f gitsnap
 touch1() { echo "// $RANDOM$RANDOM" >> "$1/f0000.go"; }
-# The two stores: walked (no classifier ever listens there) and watched.
+# The two stores: walked (no server ever listens there) and watched.
 sw=$work/state-walk sv=$work/state-watch
 mkdir -p "$sw" "$sv"
 ckw() { UNDOSH_STATE_DIR=$sw bin/undoctl checkpoint -C "$tree" --json; }
@@ -83,11 +83,11 @@ mustwatch() {
   local w; w=$(walked "$out")
   [ -z "$w" ] || { cat "$out" >&2; die "$n files: a timed watched checkpoint ($1) walked: $w"; }
 }
-# The classifier of the watched store, as undosh-fast would start it.
-( export UNDOSH_STATE_DIR=$sv UNDOSH_CLASSIFIER_IDLE=2h; exec -a undosh-classifier bin/undosh ) </dev/null >"$work/classifier.out" 2>&1 &
+# The server of the watched store, as undosh-fast would start it.
+( export UNDOSH_STATE_DIR=$sv UNDOSH_CLASSIFIER_IDLE=2h; exec -a undosh-classifier bin/undosh ) </dev/null >"$work/server.out" 2>&1 &
 cpid=$!
-for _ in $(seq 100); do [ -s "$sv/run/classify.pid" ] && break; kill -0 "$cpid" 2>/dev/null || die "the classifier exited: $(cat "$work/classifier.out")"; sleep 0.05; done
-[ -s "$sv/run/classify.pid" ] || die "the classifier did not start"
+for _ in $(seq 100); do [ -s "$sv/run/classify.pid" ] && break; kill -0 "$cpid" 2>/dev/null || die "the server exited: $(cat "$work/server.out")"; sleep 0.05; done
+[ -s "$sv/run/classify.pid" ] || die "the server did not start"
 [ "$(cat "$sv/run/classify.pid")" = "$cpid" ] || die "classify.pid is $(cat "$sv/run/classify.pid"), not $cpid"
 rows=()
 for n in "${sizes[@]}"; do
@@ -166,5 +166,5 @@ for n in "${sizes[@]}"; do
   rm -rf "$tree" "$work/shadow-$n"
 done
 echo
-echo "== summary ($(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg), classifier pid $cpid)"
+echo "== summary ($(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg), server pid $cpid)"
 printf '%s\n' "${rows[@]}"

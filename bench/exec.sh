@@ -8,7 +8,7 @@
 #              imports, so that it runs their init functions first
 #   undosh     bin/undosh, which parses and classifies `ls`, then execs bash
 #   fast       bin/undosh-fast, the C front end that `undoctl install` puts
-#              at /bin/bash: it asks the resident classifier (started
+#              at /bin/bash: it asks its resident server (started
 #              before the run, as it is after the first call), applies
 #              the read-only limit it gets back, and execs bash
 #   undosh and fast run with enforcement on (the default); undosh-off and
@@ -34,17 +34,17 @@ INITRUNS=${INITRUNS:-21}
 go build -o bin/ ./cmd/undosh ./bench/floor ./bench/floorinit ./bench/sidebyside
 cc -O2 -static -o bin/undosh-fast front/undosh-fast.c  # internal/frontend's flags
 work=$(mktemp -d "${TMPDIR:-/tmp}/undosh-bench-exec.XXXXXX")
-classifier=
-trap '[ -z "$classifier" ] || kill "$classifier" 2>/dev/null; rm -rf "$work"' EXIT
+server=
+trap '[ -z "$server" ] || kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 mkdir "$work/dir"
 for i in $(seq -w 1 12); do echo "file $i" > "$work/dir/file$i.txt"; done
 mkdir "$work/dir/sub"
 export UNDOSH_STATE_DIR=$work/state
 unset UNDOSH_STEP UNDOSH_POLICY
 bin=$PWD/bin
-# The classifier, warm as it is after the first call through undosh-fast.
+# The server, warm as it is after the first call through undosh-fast.
 (UNDOSH_CLASSIFIER_DEBUG=1 exec -a undosh-classifier "$bin/undosh") &
-classifier=$!
+server=$!
 for _ in $(seq 2000); do [ -S "$UNDOSH_STATE_DIR/run/classify.sock" ] && break; sleep 0.01; done
 
 echo "== -c ls in a directory of 13 entries; binaries: $(stat -c '%n %s' bin/floor bin/floorinit bin/undosh | awk '{printf "%s%s %.1f MB", (NR > 1 ? ", " : ""), $1, $2 / 1e6}')"
@@ -77,11 +77,11 @@ bin/sidebyside -rounds "$ROUNDS" -warmup "$WARMUP" ${RAW:+-raw "$RAW.undosh"} -d
   :: undosh-off "$bin/undosh" -c ls
 echo
 log=$UNDOSH_STATE_DIR/run/classify.log
-echo "classifier: $(grep -c '"verdict":"[LN]"' "$log") answers 'exec bash under the read-only limit', $(grep -c '"verdict":"E"' "$log") 'exec bash', $(grep -c '"verdict":"U"' "$log") 'exec undosh'"
+echo "server: $(grep -c '"verdict":"[LN]"' "$log") answers 'exec bash under the read-only limit', $(grep -c '"verdict":"E"' "$log") 'exec bash', $(grep -c '"verdict":"U"' "$log") 'exec undosh'"
 # Its own time per answer, from reading the request to writing the answer.
 for v in N L E; do
   grep "\"verdict\":\"$v\"" "$log" | sed -n 's/.*"read_us":\([0-9]*\),"took_us":\([0-9]*\).*/\1 \2/p' | sort -n -k2 |
-    awk -v v="$v" '{ r[NR] = $1; t[NR] = $2 } END { if (NR) printf "classifier, answers %s: median %d us to answer (p90 %d), of which reading the request %d us\n", v, t[int((NR + 1) / 2)], t[int(NR * 0.9)], r[int((NR + 1) / 2)] }'
+    awk -v v="$v" '{ r[NR] = $1; t[NR] = $2 } END { if (NR) printf "server, answers %s: median %d us to answer (p90 %d), of which reading the request %d us\n", v, t[int((NR + 1) / 2)], t[int(NR * 0.9)], r[int((NR + 1) / 2)] }'
 done
 
 # Package inits: the median over INITRUNS runs of each package's init, the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The classifier's memory for one watched workspace (issue #16: target
-# ≤ 64 MiB at 500k files). Starts a classifier on a fresh state directory
+# The server's memory for one watched workspace (issue #16: target
+# ≤ 64 MiB at 500k files). Starts undosh-fast's server on a fresh state directory
 # (killed at exit), reads its VmRSS from /proc/PID/status before any
 # workspace is watched, then has a checkpoint start the watch of a
 # generated tree (bench/gentree), waits for the watcher's set-up, records
@@ -32,14 +32,14 @@ if [ -z "${TREE:-}" ]; then bin/gentree -n "$FILES" "$tree"; fi
 tree=$(cd "$tree" && pwd -P)
 sd=$work/state
 mkdir -p "$sd"
-( export UNDOSH_STATE_DIR=$sd UNDOSH_CLASSIFIER_IDLE=1h; exec -a undosh-classifier bin/undosh ) </dev/null >"$work/classifier.out" 2>&1 &
+( export UNDOSH_STATE_DIR=$sd UNDOSH_CLASSIFIER_IDLE=1h; exec -a undosh-classifier bin/undosh ) </dev/null >"$work/server.out" 2>&1 &
 cpid=$!
 for _ in $(seq 100); do [ -s "$sd/run/classify.pid" ] && break; sleep 0.05; done
-[ "$(cat "$sd/run/classify.pid" 2>/dev/null)" = "$cpid" ] || die "the classifier did not start"
+[ "$(cat "$sd/run/classify.pid" 2>/dev/null)" = "$cpid" ] || die "the server did not start"
 mem() { awk -v k="$1:" '$1 == k {printf "%.1f", $2 / 1024}' "/proc/$cpid/status"; }
 files=$(find "$tree" -type f | wc -l); dirs=$(find "$tree" -type d | wc -l)
 echo "tree: $tree, $files files, $dirs directories"
-echo "classifier pid $cpid, before any watch: VmRSS $(mem VmRSS) MiB, VmHWM $(mem VmHWM) MiB"
+echo "server pid $cpid, before any watch: VmRSS $(mem VmRSS) MiB, VmHWM $(mem VmHWM) MiB"
 ck() { UNDOSH_STATE_DIR=$sd bin/undoctl checkpoint -C "$tree" --json; }
 s=$EPOCHREALTIME
 ck >"$work/first.json"   # walks: "watch starting"; starts the watcher
@@ -52,4 +52,4 @@ grep -q '"walk"' "$work/third.json" && die "the third checkpoint walked: $(cat "
 bin/watchstat "$sd" >"$work/status.json"
 echo "after a base is recorded and a watched checkpoint: VmRSS $(mem VmRSS) MiB, VmHWM $(mem VmHWM) MiB"
 sed 's/.*"Watches":\([0-9]*\).*"MemBytes":\([0-9]*\).*/watcher: \1 watches (directories), its structures ~\2 bytes by its own estimate/' "$work/status.json"
-echo "inotify watches of the classifier: $(cat /proc/$cpid/fdinfo/* 2>/dev/null | grep -c '^inotify wd:')"
+echo "inotify watches of the server: $(cat /proc/$cpid/fdinfo/* 2>/dev/null | grep -c '^inotify wd:')"

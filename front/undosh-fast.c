@@ -21,8 +21,10 @@
  * next invocations) and hands this one to undosh.
  *
  * The wire format, and what each side does on every error, is
- * docs/front.md (version 2, magic "UNDOSHQ2"). The names "classifier" and
- * "classify" in file and variable names are kept for installed systems.
+ * docs/front.md (version 2, magic "UNDOSHQ2"). The server's argv[0]
+ * "undosh-classifier", the UNDOSH_*CLASSIFIER* variables and the
+ * run/classify.* files keep the server's old name for installed systems
+ * (docs/front.md, section 1).
  *
  * Build: cc -O2 -static -o bin/undosh-fast front/undosh-fast.c (one translation
  * unit: it includes the limits of internal/enforce/limit.c). It finds undosh

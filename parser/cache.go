@@ -10,7 +10,7 @@ import (
 )
 
 // Cache keeps parsed sources by their content, for a caller that decides
-// many steps: the resident classifier, where a harness's shell snapshot,
+// many steps: the front end's server, where a harness's shell snapshot,
 // sourced by every command, is then parsed once per content rather than
 // once per command. The parse is never changed by a walk, so one entry
 // serves concurrent [Parse] calls. A nil *Cache parses every time. Only

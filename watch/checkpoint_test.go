@@ -35,8 +35,8 @@ var gapExclude = []string{"node_modules/**", "**/*.log"}
 
 const gapMaxSize = 4096
 
-// treeWatcher is a [checkpoint.Watcher] over one Tree, as the classifier's
-// daemon is; set swaps the Tree, as a restarted daemon does. It ignores
+// treeWatcher is a [checkpoint.Watcher] over one Tree, as the front end's
+// server is; set swaps the Tree, as a restarted server does. It ignores
 // root on purpose: a Tree whose workspace moved must say so itself.
 type treeWatcher struct {
 	mu sync.Mutex

@@ -1,6 +1,6 @@
-// Command watchstat asks the classifier of a state directory about the
-// workspaces it watches (the watchers' "status" request) and prints the
-// answer as JSON, one line. With -wait ROOT it first waits until the
+// Command watchstat asks the front end's server of a state directory
+// about the workspaces it watches (the watchers' "status" request) and
+// prints the answer as JSON, one line. With -wait ROOT it first waits until the
 // watcher of ROOT has finished setting up, for at most -timeout: while it
 // walks the tree its status is only its root and "watch starting"; once
 // set up it counts its watches (the reason stays "watch starting" until a

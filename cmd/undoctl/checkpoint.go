@@ -211,8 +211,8 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 	return nil
 }
 
-// watchStatus says whether the classifier watches the workspace of s,
-// and what its next checkpoint reads.
+// watchStatus says whether the front end's server watches the workspace
+// of s, and what its next checkpoint reads.
 func (c *common) watchStatus(s *checkpoint.Store, getenv func(string) string) string {
 	sd := state.Dir(c.stateDir, getenv, os.Getuid())
 	if sd == "" {
@@ -220,14 +220,14 @@ func (c *common) watchStatus(s *checkpoint.Store, getenv func(string) string) st
 	}
 	a, err := watchd.Ask(state.SocketPath(sd), watchd.Request{Op: "status"}, 2*time.Second)
 	if err != nil {
-		return "none: no classifier runs for " + sd + ", so every checkpoint walks the whole workspace (undosh-fast starts one)"
+		return "none: no server runs for " + sd + ", so every checkpoint walks the whole workspace (undosh-fast starts one)"
 	}
 	for _, w := range a.Status {
 		if w.Root == s.Workspace() {
 			return watchLine(w)
 		}
 	}
-	return "not watched yet: the classifier watches a workspace from its first checkpoint, which walks it"
+	return "not watched yet: the server watches a workspace from its first checkpoint, which walks it"
 }
 
 // hostStatus says where machine steps go: the sandbox host and whether it

@@ -57,10 +57,11 @@ shells, /etc/shells and /etc/undosh/shells; then remove /usr/lib/undosh
 
 Report what is installed (whether bash is undosh through the undosh-fast
 front end or undosh directly), the real shells undosh will run, a login
-shell, the policy in force, the state directory and whether a classifier
-serves it, and what undosh does with a file-changing and a machine-changing
-command. Exits 1 when something is wrong, saying how to fix it. It never
-starts a classifier: the first call through undosh-fast does.
+shell, the policy in force, the state directory and whether the front
+end's server serves it, and what undosh does with a file-changing and a
+machine-changing command. Exits 1 when something is wrong, saying how to
+fix it. It never starts the server: the first call through undosh-fast
+does.
 
   --root DIR     look at the tree at DIR instead of /
   --user NAME    the user whose login shell and state to check (default: you)
@@ -250,7 +251,7 @@ func printReport(w io.Writer, rep install.Report) {
 	case f.Present && !f.OK:
 		line("front end", "%s is not undosh-fast", f.Path)
 	case f.Installed:
-		line("front end", "%s (undosh-fast: bash asks the classifier, then runs the real bash or undosh)", f.Path)
+		line("front end", "%s (undosh-fast: bash asks its server, then runs the real bash or undosh)", f.Path)
 	case rep.Record != nil:
 		line("front end", "none: bash is undosh directly (undoctl install --fast PATH adds undosh-fast)")
 	}
@@ -315,21 +316,21 @@ func printReport(w io.Writer, rep install.Report) {
 		line("state", "%s (%s, %s, %d workspaces, %d checkpoints, %d journal steps)",
 			s.Dir, wr, size(s.Bytes), s.Workspaces, s.Checkpoints, s.Steps)
 	}
-	switch c := rep.Classifier; {
+	switch c := rep.Server; {
 	case c.Socket == "":
 	case c.Running && c.PID > 0:
-		line("classifier", "running, pid %d (%s)", c.PID, c.Socket)
+		line("server", "running, pid %d (%s)", c.PID, c.Socket)
 	case c.Running:
-		line("classifier", "running (%s)", c.Socket)
+		line("server", "running (%s)", c.Socket)
 	case rep.Fast.Installed:
-		line("classifier", "not running (%s); the first call through undosh-fast starts it", c.Socket)
+		line("server", "not running (%s); the first call through undosh-fast starts it", c.Socket)
 	default:
-		line("classifier", "not running (%s); only undosh-fast starts and asks it", c.Socket)
+		line("server", "not running (%s); only undosh-fast starts and asks it", c.Socket)
 	}
-	switch c := rep.Classifier; {
+	switch c := rep.Server; {
 	case c.Socket == "":
 	case !c.Running:
-		line("watch", "none: with no classifier, every checkpoint walks the whole workspace")
+		line("watch", "none: with no server, every checkpoint walks the whole workspace")
 	case len(c.Watches) == 0:
 		line("watch", "no workspace yet (a workspace is watched from its first checkpoint; fs.inotify.max_user_watches = %d)", c.MaxUserWatches)
 	default:

@@ -270,11 +270,11 @@ undosh is installed in ` + root + `; /etc/undosh/install.json records every chan
 			}
 		}
 	}
-	doctor("front end:      /usr/lib/undosh/undosh-fast (undosh-fast: bash asks the classifier, then runs the real bash or undosh)\n",
+	doctor("front end:      /usr/lib/undosh/undosh-fast (undosh-fast: bash asks its server, then runs the real bash or undosh)\n",
 		"/bin/bash:      undosh through undosh-fast (a link to /usr/lib/undosh/undosh-fast)\n",
 		"/bin/sh:        undosh through undosh-fast (a link to /usr/lib/undosh/undosh-fast)\n",
 		"real bash:      /usr/lib/undosh/real/bash (GNU bash ",
-		"classifier:     not running ("+state+"/run/classify.sock); the first call through undosh-fast starts it\n")
+		"server:         not running ("+state+"/run/classify.sock); the first call through undosh-fast starts it\n")
 
 	out, _, code = cli(t, "install", "--root", root, "--undosh", undosh, "--fast", fast, "--sh")
 	if code != 0 || out != "undosh is installed in "+root+" already; nothing to change\n" {
@@ -292,7 +292,7 @@ undosh was installed in ` + root + ` already; updated as above
 	}
 	doctor("front end:      none: bash is undosh directly (undoctl install --fast PATH adds undosh-fast)\n",
 		"/bin/bash:      undosh (a link to /usr/lib/undosh/undosh)\n",
-		"classifier:     not running ("+state+"/run/classify.sock); only undosh-fast starts and asks it\n")
+		"server:         not running ("+state+"/run/classify.sock); only undosh-fast starts and asks it\n")
 	out, _, code = cli(t, "install", "--root", root, "--undosh", undosh, "--no-fast")
 	if code != 0 || !strings.HasSuffix(out, "nothing to change\n") {
 		t.Errorf("install --no-fast again: exit %d\n%s", code, out)

@@ -92,8 +92,8 @@ installation:
                        put everything back
   doctor [--root DIR] [--user NAME] [--json]
                        what is installed (bash as undosh-fast or undosh), the
-                       classifier, the policy in force, the state directory,
-                       and what undosh will do with a command
+                       front end's server, the policy in force, the state
+                       directory, and what undosh will do with a command
 
   version              print the version
 

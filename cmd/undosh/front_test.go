@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// classifierFor starts the classifier of stateDir as a child of the test
-// and waits for its socket; it is killed when the test ends.
-func classifierFor(t *testing.T, stateDir string) *exec.Cmd {
+// serverFor starts the front end's server of stateDir as a child of the
+// test and waits for its socket; it is killed when the test ends.
+func serverFor(t *testing.T, stateDir string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(undoshBin)
 	cmd.Args[0] = "undosh-classifier"
@@ -68,7 +68,7 @@ func waitForListener(t *testing.T, name string) {
 	}
 }
 
-// answers counts the classifier's answers of each kind, from its log.
+// answers counts the server's answers of each kind, from its log.
 func answers(t *testing.T, stateDir string) (e, u int) {
 	t.Helper()
 	data, _ := os.ReadFile(filepath.Join(stateDir, "run", "classify.log"))
@@ -80,9 +80,9 @@ func answers(t *testing.T, stateDir string) (e, u int) {
 	return e, strings.Count(string(data), `"verdict":"U"`)
 }
 
-// warm runs step until the classifier answers it: the first read-only
+// warm runs step until the server answers it: the first read-only
 // steps in a workspace go to undosh, which walks the workspace for their
-// checkpoint, until the classifier's watcher has a base there.
+// checkpoint, until the server's watcher has a base there.
 func warm(t *testing.T, stateDir string, step func()) {
 	t.Helper()
 	for range 50 {
@@ -92,7 +92,7 @@ func warm(t *testing.T, stateDir string, step func()) {
 			return
 		}
 	}
-	t.Fatalf("the classifier never answered the step:\n%s", readLog(t, stateDir))
+	t.Fatalf("the server never answered the step:\n%s", readLog(t, stateDir))
 }
 
 type ran struct {
@@ -132,7 +132,7 @@ func needFast(t *testing.T) {
 	}
 }
 
-// Through the front end, read-only steps are answered by the classifier
+// Through the front end, read-only steps are answered by its server
 // and run by the real bash exactly as bash runs them; everything else goes
 // to undosh, which protects it.
 func TestFastFrontEnd(t *testing.T) {
@@ -140,7 +140,7 @@ func TestFastFrontEnd(t *testing.T) {
 	t.Parallel()
 	state, ws := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644)
-	classifierFor(t, state)
+	serverFor(t, state)
 	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir())
 	warm(t, state, func() { runWith(t, fastBin, ws, env, "bash", "-c", "true") })
 	e0, _ := answers(t, state)
@@ -170,7 +170,7 @@ func TestFastFrontEnd(t *testing.T) {
 	}
 	// Run through bash's path under the name sh (exec -a sh /bin/bash),
 	// the front end is bash in POSIX mode, on the fast path (the
-	// classifier decides by the file run) and through undosh.
+	// server decides by the file run) and through undosh.
 	viaDir := t.TempDir()
 	bashLink := filepath.Join(viaDir, "bash")
 	realLink := filepath.Join(viaDir, "real", "bash")
@@ -221,7 +221,7 @@ func TestFastFrontEndKeepsProcessState(t *testing.T) {
 	needFast(t)
 	t.Parallel()
 	state := t.TempDir()
-	classifierFor(t, state)
+	serverFor(t, state)
 	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state)
 	for _, script := range []string{
 		// Read with a builtin: a child would inherit the mask bash sets
@@ -241,9 +241,9 @@ func TestFastFrontEndKeepsProcessState(t *testing.T) {
 	}
 }
 
-// With no classifier, the front end hands the step to undosh and starts
-// one for the next invocations.
-func TestFastFrontEndStartsTheClassifier(t *testing.T) {
+// With no server, the front end hands the step to undosh and starts one
+// for the next invocations.
+func TestFastFrontEndStartsTheServer(t *testing.T) {
 	needFast(t)
 	t.Parallel()
 	state := t.TempDir()
@@ -262,18 +262,18 @@ func TestFastFrontEndStartsTheClassifier(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.HasPrefix(string(comm), "undosh-classifier") {
-		t.Errorf("pid file names %q, not the classifier", comm)
+		t.Errorf("pid file names %q, not the server", comm)
 	}
 	got = runWith(t, fastBin, "/", env, "bash", "-c", "echo second")
 	if got.stdout != "second\n" {
 		t.Errorf("second call: %+v", got)
 	}
-	// A second classifier for the same state directory gives way.
+	// A second server for the same state directory gives way.
 	cmd := exec.Command(undoshBin)
 	cmd.Args[0] = "undosh-classifier"
 	cmd.Env = env
 	if err := cmd.Run(); err != nil {
-		t.Errorf("second classifier: %v", err)
+		t.Errorf("second server: %v", err)
 	}
 }
 
@@ -283,7 +283,7 @@ func TestFastFrontEndNeverLoops(t *testing.T) {
 	needFast(t)
 	t.Parallel()
 	state := t.TempDir()
-	classifierFor(t, state)
+	serverFor(t, state)
 	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "UNDOSH_REAL_BASH="+fastBin)
 	got := runWith(t, fastBin, "/", env, "bash", "-c", "echo ok")
 	if got.stdout != "ok\n" || got.code != 0 {
@@ -292,9 +292,9 @@ func TestFastFrontEndNeverLoops(t *testing.T) {
 }
 
 // Through the front end, as root, a read-only step runs in a mount
-// namespace the classifier keeps made under the read-only limit: two
+// namespace the server keeps made under the read-only limit: two
 // steps share it, a write outside the scratch paths is refused, and a
-// mount made on the machine meanwhile makes the classifier make another,
+// mount made on the machine meanwhile makes the server make another,
 // which shows it.
 func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 	needFast(t)
@@ -306,7 +306,7 @@ func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 	// the views of other tests' steps would take as a layer meanwhile.
 	state := t.TempDir()
 	_, ws := enforceEnv(t) // outside the scratch paths
-	classifierFor(t, state)
+	serverFor(t, state)
 	// A program the policy wrongly calls read-only.
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "undosh-report"), []byte("#!/bin/sh\necho x > report.txt\n"), 0o755); err != nil {
@@ -329,7 +329,7 @@ func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 		t.Errorf("namespaces: host %s, steps %s and %s; want both steps in one of their own", host, first, second)
 	}
 	if e, _ := answers(t, state); e < 2 || !strings.Contains(readLog(t, state), `"verdict":"N"`) {
-		t.Errorf("the classifier did not hand out a namespace (%d fast answers):\n%s", e, readLog(t, state))
+		t.Errorf("the server did not hand out a namespace (%d fast answers):\n%s", e, readLog(t, state))
 	}
 	// A read-only step that writes its workspace: refused.
 	r := runWith(t, fastBin, ws, env, "bash", "-c", "undosh-report")
@@ -387,11 +387,11 @@ func TestFastFrontEndReadOnlyNamespace(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after a mount on the machine, a read-only step still runs in the old namespace: %+v\n%s", r, readLog(t, state))
 		}
-		time.Sleep(10 * time.Millisecond) // until the classifier's watch marks the old one stale
+		time.Sleep(10 * time.Millisecond) // until the server's watch marks the old one stale
 	}
 }
 
-// readLog is the classifier's log.
+// readLog is the server's log.
 func readLog(t *testing.T, state string) string {
 	data, _ := os.ReadFile(filepath.Join(state, "run", "classify.log"))
 	return string(data)
@@ -402,7 +402,7 @@ func readLog(t *testing.T, state string) string {
 // /etc/undosh/shells names undosh and the real bash. The test does that
 // in a private mount and pid namespace, with /etc an overlay, so the
 // machine's /usr/bin/bash and /etc are never touched and every process
-// started (the classifier the front end spawns) dies with the namespace.
+// started (the server the front end spawns) dies with the namespace.
 func TestFastFrontEndBindMounted(t *testing.T) {
 	needFast(t)
 	if os.Getuid() != 0 {
@@ -429,7 +429,7 @@ set +e
 /usr/bin/bash -c 'echo one > a.txt'; echo "status $?"
 /usr/bin/bash -c 'echo two > a.txt; exit 4'; echo "status $?"
 /usr/bin/bash -c 'cat a.txt'; echo "status $?"
-# The classifier journals a read-only step it answered just after the
+# The server journals a read-only step it answered just after the
 # answer; it dies with this pid namespace.
 for i in $(seq 500); do [ "$(wc -l < "$UNDOSH_STATE_DIR/journal.jsonl")" -ge 3 ] && break; sleep 0.01; done
 `

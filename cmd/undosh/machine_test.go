@@ -362,14 +362,14 @@ func TestMachineStepNested(t *testing.T) {
 }
 
 // Through the front end, as a harness's wrapper runs it: the nested
-// front end in the copy must not reach the machine's classifier or write
+// front end in the copy must not reach the machine's server or write
 // the state directory that the commit would carry (the copy hides it).
 func TestMachineStepNestedFront(t *testing.T) {
 	needForkEngine(t)
 	needFast(t)
 	env, ws := machineEnv(t)
 	state := strings.TrimPrefix(env[slices.IndexFunc(env, func(s string) bool { return strings.HasPrefix(s, "UNDOSH_STATE_DIR=") })], "UNDOSH_STATE_DIR=")
-	classifierFor(t, state)
+	serverFor(t, state)
 	// bash in PATH is the front end, as an install makes it.
 	bin := t.TempDir()
 	if err := os.Symlink(fastBin, filepath.Join(bin, "bash")); err != nil {

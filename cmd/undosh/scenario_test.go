@@ -439,7 +439,7 @@ func checkRolledBack(t *testing.T, r stepResult, code, files int) {
 }
 
 // TestReadOnlyPassesThrough: ls is exec'd (bash's $$ is undosh's pid),
-// and touches no byte of the workspace; with no classifier to watch the
+// and touches no byte of the workspace; with no server to watch the
 // workspace (TestWatchedSteps has one), it takes no checkpoint, which
 // would walk the whole tree, and writes no journal line.
 func TestReadOnlyPassesThrough(t *testing.T) {
@@ -1119,7 +1119,7 @@ func opaqueUndosh(t *testing.T, dir string) string {
 
 // TestJournal runs steps of every kind in one workspace and checks their
 // records: one per protected or refused step, numbered in order, with the
-// checkpoints each took; with no classifier watching the workspace, none
+// checkpoints each took; with no server watching the workspace, none
 // for a read-only one (TestWatchedSteps has one).
 func TestJournal(t *testing.T) {
 	t.Parallel()

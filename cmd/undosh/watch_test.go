@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// With a classifier running, steps' checkpoints ask its watcher what
-// changed and read only that once it watches the workspace; a step the
-// classifier wrongly passes as read-only, which changes the workspace,
-// has a checkpoint from just before it, and undoctl back N undoes it,
-// whether undosh or the fast front end passed it.
+// With the front end's server running, steps' checkpoints ask its
+// watcher what changed and read only that once it watches the workspace;
+// a step the classifier wrongly passes as read-only, which changes the
+// workspace, has a checkpoint from just before it, and undoctl back N
+// undoes it, whether undosh or the fast front end passed it.
 func TestWatchedSteps(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
@@ -34,7 +34,7 @@ func TestWatchedSteps(t *testing.T) {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	state := t.TempDir()
-	classifierFor(t, state)
+	serverFor(t, state)
 	// A program the policy wrongly calls read-only, and enforcement off,
 	// so that the wrong guess reaches the workspace.
 	bin := t.TempDir()
@@ -79,7 +79,7 @@ func TestWatchedSteps(t *testing.T) {
 		n := len(readJournal(t, state))
 		step(front.bin, "undosh-report "+front.name)
 		step(undoshBin, "echo after > after-"+front.name+".txt")
-		// The classifier journals a step it passed just after its answer.
+		// The server journals a step it passed just after its answer.
 		var recs []journalRecord
 		for try := 0; ; try++ {
 			recs = readJournal(t, state)
@@ -119,7 +119,7 @@ func TestWatchedSteps(t *testing.T) {
 	}
 }
 
-// waitJournalGrow waits a little for the journal to grow: the classifier
+// waitJournalGrow waits a little for the journal to grow: the server
 // writes it from another process, and the file is the only event.
 func waitJournalGrow(state string) {
 	name := filepath.Join(state, "journal.jsonl")
@@ -132,16 +132,16 @@ func waitJournalGrow(state string) {
 	}
 }
 
-// A classifier killed in the middle of a read-only step's checkpoint
-// loses nothing. That checkpoint walks (the first in the workspace), so
-// the classifier hands the step to undosh, which asked the classifier's
-// watcher what changed and is writing its pack when the classifier dies:
-// the step runs, the store checks clean and takes the next checkpoint.
-func TestClassifierKilledMidCheckpoint(t *testing.T) {
+// A server killed in the middle of a read-only step's checkpoint loses
+// nothing. That checkpoint walks (the first in the workspace), so the
+// server hands the step to undosh, which asked the server's watcher what
+// changed and is writing its pack when the server dies: the step runs,
+// the store checks clean and takes the next checkpoint.
+func TestServerKilledMidCheckpoint(t *testing.T) {
 	needFast(t)
 	t.Parallel()
 	ws := t.TempDir()
-	body := []byte(strings.Repeat("the classifier walks this whole tree on its first checkpoint\n", 30))
+	body := []byte(strings.Repeat("the server walks the whole tree on its very first checkpoint\n", 30))
 	for i := range 20000 {
 		p := filepath.Join(ws, fmt.Sprintf("d%02d/e%02d/f%d.txt", i/1000, i/50%20, i))
 		if i%50 == 0 {
@@ -157,11 +157,11 @@ func TestClassifierKilledMidCheckpoint(t *testing.T) {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	state := t.TempDir()
-	cmd := classifierFor(t, state)
+	cmd := serverFor(t, state)
 	env := append(os.Environ(), "UNDOSH_STATE_DIR="+state, "HOME="+t.TempDir(), "UNDOSH_POLICY=-", "UNDOSH_REAL_BASH=/bin/bash")
 	done := make(chan ran, 1)
 	go func() { done <- runWith(t, fastBin, ws, env, "bash", "-c", "echo read-only") }()
-	// The checkpoint writes its pack as it hashes: kill the classifier
+	// The checkpoint writes its pack as it hashes: kill the server
 	// once the pack is being written, before undosh tells it the result.
 	packs := filepath.Join(state, "checkpoints")
 	killed := false
@@ -174,10 +174,10 @@ func TestClassifierKilledMidCheckpoint(t *testing.T) {
 	}
 	got := <-done
 	if !killed {
-		t.Skip("the classifier finished its first checkpoint before it could be killed in it")
+		t.Skip("the server finished its first checkpoint before it could be killed in it")
 	}
 	if got.code != 0 || got.stdout != "read-only\n" {
-		t.Fatalf("the step whose classifier was killed: %+v", got)
+		t.Fatalf("the step whose server was killed: %+v", got)
 	}
 	check := runWith(t, undoctlBin, ws, env, "undoctl", "check")
 	if check.code != 0 || !strings.Contains(check.stdout, ": ok") {

@@ -128,8 +128,8 @@ func BenchmarkWrapper(b *testing.B) {
 
 // BenchmarkSnapshot decides a command that sources a 300-line shell
 // snapshot first, as Claude Code and Codex send every command, parsing
-// the snapshot each time (cold) or once (cached, as the resident
-// classifier does).
+// the snapshot each time (cold) or once (cached, as the front end's
+// server does).
 func BenchmarkSnapshot(b *testing.B) {
 	var snap strings.Builder
 	for i := range 40 {
@@ -158,7 +158,7 @@ func BenchmarkSnapshot(b *testing.B) {
 }
 
 // BenchmarkCodexWrapper decides Codex 0.171's real 344-line wrapper
-// around ls, with its snapshot, as the resident classifier does (the
+// around ls, with its snapshot, as the front end's server does (the
 // snapshot's parse cached).
 func BenchmarkCodexWrapper(b *testing.B) {
 	wrapper, err := os.ReadFile("../../testdata/harness/codex-0.171/wrapper.sh")

@@ -198,7 +198,7 @@ func Command(self string, plan Plan, argv, env []string) (path string, newArgv, 
 
 // Encode returns a hard limit's plan (not Capture) as limit.c reads it,
 // for a process that applies it itself: the front end, which has the
-// plan from the classifier. p.Shell must be set.
+// plan from its server. p.Shell must be set.
 func Encode(p Plan) (string, error) {
 	if p.Mode == Capture {
 		return "", errors.New("enforce: a view is for undosh's own child")

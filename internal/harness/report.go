@@ -218,8 +218,8 @@ func (r *Report) Markdown() string {
 	w("`%s`, or `$%s`), each driven by a scripted model of ours on 127.0.0.1 inside a network namespace that has only `lo`,\n", defaultPrefix, prefixEnv)
 	w("once with the real bash as `/bin/bash` (the control) and once with undosh-fast there (an overlay on `/usr/bin` in a private\n")
 	w("mount namespace: the layout `undoctl install` makes), as root and as a non-root user (a fresh home mounted at `/root`\n")
-	w("or `/home/NAME`, holding the distribution's `/etc/skel`), in a fresh git project with a bare remote. undosh's resident\n")
-	w("classifier (and the holder of its read-only namespace) outlive each session by design; the suite ends them, and\n")
+	w("or `/home/NAME`, holding the distribution's `/etc/skel`), in a fresh git project with a bare remote. undosh-fast's resident\n")
+	w("server (and the holder of its read-only namespace) outlive each session by design; the suite ends them, and\n")
 	w("anything else left in the namespace. Run on %s, %s; %d round(s) per harness and user.\n\n", r.Date.Format("2006-01-02"), r.Machine, r.rounds())
 	if len(r.Skipped) > 0 {
 		w("Not run this time:\n\n")

@@ -7,7 +7,7 @@
 //   - copies the undosh binary to /usr/lib/undosh/undosh;
 //   - with Options.Fast, copies the undosh-fast front end (front/) to
 //     /usr/lib/undosh/undosh-fast: the shells then link to it rather than
-//     to undosh, and it asks the resident classifier whether to exec the
+//     to undosh, and it asks the front end's server whether to exec the
 //     real shell or undosh (it finds undosh next to itself). A later run
 //     with Options.NoFast points them at undosh again and removes it; a
 //     run with neither keeps what is there;
@@ -63,7 +63,8 @@
 // diversions, the guards (and what defeats them: a hook or marker gone,
 // no way to run a machine step here, unattended-upgrades), the real shells undosh will find (never undosh or the front
 // end), a login shell, the policy in force, the state directory, whether
-// a classifier serves it, and what undosh does with a file-changing and a
-// machine-changing command, with a list of problems and their fixes. It
-// never starts a classifier: the first call through the front end does.
+// the front end's server serves it, and what undosh does with a
+// file-changing and a machine-changing command, with a list of problems
+// and their fixes. It never starts the server: the first call through the
+// front end does.
 package install

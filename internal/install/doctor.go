@@ -62,7 +62,7 @@ type Report struct {
 	LoginIsUndosh bool           `json:"login_is_undosh"`
 	Policy        PolicyInfo     `json:"policy"`
 	State         StateInfo      `json:"state"`
-	Classifier    ClassifierInfo `json:"classifier"`
+	Server        ServerInfo     `json:"classifier"` // the key predates the name "server" (docs/front.md §1)
 	Enforcement   Enforcement    `json:"enforcement"`
 	Machine       MachineInfo    `json:"machine"`
 	Examples      []ExampleCheck `json:"examples"`
@@ -157,9 +157,9 @@ type StateInfo struct {
 	Steps       int    `json:"journal_steps"`
 }
 
-// ClassifierInfo is the resident classifier of the state directory, which
+// ServerInfo is the front end's server of the state directory, which
 // undosh-fast asks and starts. Doctor never starts it.
-type ClassifierInfo struct {
+type ServerInfo struct {
 	// Socket is where it listens; "" when there is no state directory.
 	Socket  string `json:"socket,omitempty"`
 	Running bool   `json:"running"`
@@ -246,7 +246,7 @@ func Doctor(o DoctorOptions) (Report, error) {
 	p := d.policy()
 	d.guards(rec, p)
 	d.state()
-	d.classifier()
+	d.server()
 	d.enforcement(p)
 	d.machine(p)
 	d.examples(p)
@@ -648,20 +648,20 @@ func (d *doctor) state() {
 	si.Steps = countLines(filepath.Join(si.Dir, "journal.jsonl"))
 }
 
-// classifier says whether a classifier serves the state directory. It
-// asks the socket rather than trusting the pid file, which a classifier
+// server says whether the front end's server serves the state directory.
+// It asks the socket rather than trusting the pid file, which a server
 // killed by a signal leaves behind.
-func (d *doctor) classifier() {
-	ci := &d.rep.Classifier
+func (d *doctor) server() {
+	ci := &d.rep.Server
 	if d.rep.State.Dir == "" {
 		return
 	}
 	ci.Socket = filepath.Join(d.rep.State.Dir, "run", "classify.sock")
 	if len(ci.Socket) >= maxSocketPath && d.rep.Fast.Installed {
-		d.problem("the classifier's socket %s is too long for a Unix socket: undosh-fast hands every step to undosh, which is slower",
+		d.problem("the server's socket %s is too long for a Unix socket: undosh-fast hands every step to undosh, which is slower",
 			"set UNDOSH_STATE_DIR to a shorter path", ci.Socket)
 	}
-	ci.Running = classifierAnswers(ci.Socket)
+	ci.Running = serverAnswers(ci.Socket)
 	if !ci.Running {
 		return
 	}
@@ -685,14 +685,14 @@ const maxSocketPath = 108
 
 // pingRequest is a request with no argv, in the front end's wire format
 // (docs/front.md: its magic, the payload's length, then argc 0, envc 0,
-// an empty cwd and an empty execfn): the classifier answers it ('U' and undosh's path)
+// an empty cwd and an empty execfn): the server answers it ('U' and undosh's path)
 // without deciding anything, so asking it is harmless and needs no
 // credentials.
 const pingRequest = "UNDOSHQ2\x10\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
 
-// classifierAnswers reports whether a classifier listens at sock and
-// answers a request.
-func classifierAnswers(sock string) bool {
+// serverAnswers reports whether the front end's server listens at sock
+// and answers a request.
+func serverAnswers(sock string) bool {
 	c, err := net.DialTimeout("unix", sock, time.Second)
 	if err != nil {
 		return false

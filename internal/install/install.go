@@ -17,6 +17,7 @@ import (
 
 	"github.com/undosh/undosh/internal/atomicfile"
 	"github.com/undosh/undosh/internal/realshell"
+	"github.com/undosh/undosh/internal/state"
 )
 
 // Where undosh lives inside a root. ConfigFile is the file the shell
@@ -489,11 +490,6 @@ func isUndoshBinary(name string) error {
 // of C (a static build, under a megabyte).
 const maxFast = 4 << 20
 
-// serverName is the argv[0] with which undosh-fast starts undosh as
-// the front end's server (state.ServerName, docs/front.md): a string
-// every build of the front end holds.
-const serverName = "undosh-classifier"
-
 // readFast reads the front end to install, refusing anything that is not
 // undosh-fast.
 func readFast(name string) ([]byte, error) {
@@ -521,7 +517,9 @@ func (e *notFastError) Error() string { return "not undosh-fast: " + e.why }
 
 // readFastFile reads the file at host path name and checks that it is
 // undosh-fast: an ELF program that is not a Go one (undosh itself holds
-// the classifier's name too) and that starts the classifier by name.
+// the server's name too) and that starts the front end's server by name
+// (state.ServerName, the argv[0] with which undosh-fast starts undosh as
+// its server, docs/front.md: a string every build of the front end holds).
 // That is cheap (no run, so it works for another architecture's image)
 // and holds for any compiler and flags: the name is a C string the front
 // end passes to execve.
@@ -548,8 +546,8 @@ func readFastFile(name string) ([]byte, error) {
 	if err != nil || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
 		return nil, notFast("not an ELF program")
 	}
-	if !bytes.Contains(data, []byte(serverName+"\x00")) {
-		return nil, notFast("it does not start %s", serverName)
+	if !bytes.Contains(data, []byte(state.ServerName+"\x00")) {
+		return nil, notFast("it does not start %s", state.ServerName)
 	}
 	return data, nil
 }

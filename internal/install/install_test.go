@@ -912,8 +912,14 @@ func TestSharedNames(t *testing.T) {
 	if ConfigFile != shell.ConfigFile {
 		t.Errorf("ConfigFile = %s, shell reads %s", ConfigFile, shell.ConfigFile)
 	}
-	if serverName != state.ServerName {
-		t.Errorf("serverName = %s, undosh answers to %s", serverName, state.ServerName)
+	// Installed front ends start the server by this name, and scripts read
+	// doctor's JSON by this key: both keep the server's old name
+	// (docs/front.md §1).
+	if state.ServerName != "undosh-classifier" {
+		t.Errorf("state.ServerName = %s: every installed undosh-fast starts undosh-classifier", state.ServerName)
+	}
+	if f, ok := reflect.TypeFor[Report]().FieldByName("Server"); !ok || f.Tag.Get("json") != "classifier" {
+		t.Errorf("doctor's JSON key for the server is %q, want \"classifier\"", f.Tag.Get("json"))
 	}
 	if got, want := state.SocketPath("/s"), "/s/run/classify.sock"; got != want {
 		t.Errorf("the front end's server listens at %s; doctor asks %s", got, want)
@@ -1123,7 +1129,7 @@ func TestFastRuns(t *testing.T) {
 		cmd := exec.Command(p, "-c", "echo $BASH_VERSION")
 		cmd.Dir = t.TempDir()
 		// UNDOSH_NO_CLASSIFIER: every step goes to undosh, and no
-		// classifier is started to outlive the test.
+		// server is started to outlive the test.
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "UNDOSH_STATE_DIR=" + stateDir,
 			"UNDOSH_REAL_BASH=" + r.host(RealBash), "UNDOSH_NO_CLASSIFIER=1"}
 		var stderr bytes.Buffer
@@ -1136,7 +1142,7 @@ func TestFastRuns(t *testing.T) {
 			t.Errorf("%s -c 'echo $BASH_VERSION' = %q, stderr %q; want %q", p, got, stderr.String(), want)
 		}
 		if _, err := os.Stat(filepath.Join(stateDir, "run", "classify.pid")); err == nil {
-			t.Errorf("%s started a classifier despite UNDOSH_NO_CLASSIFIER", p)
+			t.Errorf("%s started a server despite UNDOSH_NO_CLASSIFIER", p)
 		}
 	}
 }
@@ -1157,7 +1163,7 @@ func TestReadFastFile(t *testing.T) {
 		{"undosh-fast", fast, ""},
 		{"bash", filepath.Join(dir, "bash"), "it does not start undosh-classifier"},
 		{"undosh", undoshBinary(t), "it is the Go program github.com/undosh/undosh/cmd/undosh"},
-		{"a script naming the classifier", filepath.Join(dir, "script"), "not an ELF program"},
+		{"a script naming the server", filepath.Join(dir, "script"), "not an ELF program"},
 		{"truncated", filepath.Join(dir, "truncated"), "not an ELF program"},
 		{"too big", filepath.Join(dir, "big"), "it is over 4 MB"},
 	}
@@ -1206,7 +1212,7 @@ func TestDoctorFast(t *testing.T) {
 			if err := os.MkdirAll(r.host("/var/lib/undosh/"+strings.Repeat("d", 100)), 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"the classifier's socket "}},
+		}, []string{"the server's socket "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1244,9 +1250,9 @@ func TestDoctorFast(t *testing.T) {
 	}
 }
 
-// TestDoctorClassifier: doctor says whether a classifier serves the state
-// directory, and never starts one.
-func TestDoctorClassifier(t *testing.T) {
+// TestDoctorServer: doctor says whether the front end's server serves the
+// state directory, and never starts one.
+func TestDoctorServer(t *testing.T) {
 	t.Parallel()
 	bin := undoshBinary(t)
 	root := makeRoot(t, layout{merged: true})
@@ -1257,15 +1263,15 @@ func TestDoctorClassifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ClassifierInfo{Socket: sock}); !reflect.DeepEqual(rep.Classifier, want) {
-		t.Errorf("classifier = %+v, want %+v", rep.Classifier, want)
+	if want := (ServerInfo{Socket: sock}); !reflect.DeepEqual(rep.Server, want) {
+		t.Errorf("server = %+v, want %+v", rep.Server, want)
 	}
 	if _, err := os.Lstat(stateDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("doctor made the state directory: %v", err)
 	}
 
 	cmd := exec.Command(bin)
-	cmd.Args[0] = serverName
+	cmd.Args[0] = state.ServerName
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "UNDOSH_STATE_DIR=" + stateDir, "UNDOSH_CLASSIFIER_IDLE=1m"}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -1274,29 +1280,29 @@ func TestDoctorClassifier(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	// The classifier writes its pid file after it listens.
+	// The server writes its pid file after it listens.
 	pidFile := filepath.Join(stateDir, "run", "classify.pid")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the classifier did not start")
+			t.Fatal("the server did not start")
 		}
 	}
 	rep, err = Doctor(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ClassifierInfo{Socket: sock, Running: true, PID: cmd.Process.Pid}
+	want := ServerInfo{Socket: sock, Running: true, PID: cmd.Process.Pid}
 	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches"); err == nil {
 		want.MaxUserWatches, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
-	if !reflect.DeepEqual(rep.Classifier, want) {
-		t.Errorf("classifier = %+v, want %+v", rep.Classifier, want)
+	if !reflect.DeepEqual(rep.Server, want) {
+		t.Errorf("server = %+v, want %+v", rep.Server, want)
 	}
 
-	// Something else listening there is not a classifier.
+	// Something else listening there is not a server.
 	other := filepath.Join(t.TempDir(), "state")
 	if err := os.MkdirAll(filepath.Join(other, "run"), 0o700); err != nil {
 		t.Fatal(err)
@@ -1316,8 +1322,8 @@ func TestDoctorClassifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Classifier.Running {
-		t.Errorf("classifier = %+v, want not running", rep.Classifier)
+	if rep.Server.Running {
+		t.Errorf("server = %+v, want not running", rep.Server)
 	}
 }
 
@@ -1326,7 +1332,7 @@ func isDir(name string) bool {
 	return err == nil && st.IsDir()
 }
 
-// TestPingRequest: doctor's ping is a request the classifier decodes,
+// TestPingRequest: doctor's ping is a request the server decodes,
 // in its current wire format.
 func TestPingRequest(t *testing.T) {
 	if !strings.HasPrefix(pingRequest, front.RequestMagic) {

@@ -93,7 +93,7 @@ type Step struct {
 	// the copy, unsaid.
 	Leftovers bool
 	// Own are the argv[0]s of undosh's own daemons, which a nested
-	// undosh in the copy may start (the front end's classifier): with
+	// undosh in the copy may start (the front end's server): with
 	// their children, they are not the step's, and end with the copy
 	// unsaid.
 	Own []string
@@ -243,8 +243,8 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	fork.Cleanup("")
 	lap = time.Now()
 	// The state directory is hidden from the copy and never committed:
-	// an undosh nested in the step (a front end starting a classifier)
-	// writes its own there, and must not reach the machine's classifier.
+	// an undosh nested in the step (a front end starting its server)
+	// writes its own there, and must not reach the machine's server.
 	hide := slices.Clone(s.Hide)
 	if s.StateDir != "" {
 		hide = append(hide, s.StateDir)

@@ -1,17 +1,17 @@
 // Package watchd serves the workspace watchers of a state directory from
-// the resident classifier, and is their client in undosh and undoctl.
+// the front end's server (package front), and is their client in undosh
+// and undoctl.
 //
 // A checkpoint asks the watcher of its workspace what changed since the
 // last checkpoint it was told of ([checkpoint.Watcher]); the watcher, a
-// [watch.Tree] kept in the classifier, answers from the events it read.
-// One workspace is watched per root and checkpoint options (what they
-// leave out decides what a base checkpoint holds). A workspace is watched
-// from the first time a checkpoint asks, so the first checkpoint of a
-// classifier's life walks everything; so does any checkpoint whose
-// watcher may have missed an event, and any checkpoint that cannot reach
-// the classifier.
+// [watch.Tree] kept in the server, answers from the events it read. One
+// workspace is watched per root and checkpoint options (what they leave
+// out decides what a base checkpoint holds). A workspace is watched from
+// the first time a checkpoint asks, so the first checkpoint of a server's
+// life walks everything; so does any checkpoint whose watcher may have
+// missed an event, and any checkpoint that cannot reach the server.
 //
-// Wire format: on the classifier's socket, "UNDOSHW1", u32 (little
+// Wire format: on the server's socket, "UNDOSHW1", u32 (little
 // endian) length, then a JSON [Request]; the answer is the same header
 // and a JSON [Answer]. One request per connection.
 package watchd
@@ -265,8 +265,8 @@ func ReadBody(r io.Reader, head []byte) ([]byte, error) {
 }
 
 // Watcher is the [checkpoint.Watcher] of the stores with one set of
-// options: it asks the classifier on a socket ([Client]) or, in the
-// classifier itself, its service ([Service.Watcher]). When no watcher
+// options: it asks the server on a socket ([Client]) or, in the server
+// itself, its service ([Service.Watcher]). When no watcher
 // answers, every checkpoint walks.
 type Watcher struct {
 	exclude []string
@@ -274,14 +274,14 @@ type Watcher struct {
 	ask     func(Request) (Answer, error)
 }
 
-// Client asks the classifier listening on socket. A first snapshot of a
+// Client asks the server listening on socket. A first snapshot of a
 // large workspace waits for nothing (set-up runs on its own), so an
 // exchange is bounded by Ask's default.
 func Client(socket string, exclude []string, maxSize int64) *Watcher {
 	return &Watcher{exclude: exclude, maxSize: maxSize, ask: func(r Request) (Answer, error) { return Ask(socket, r, 0) }}
 }
 
-// Watcher asks s, in the classifier itself.
+// Watcher asks s, in the server itself.
 func (s *Service) Watcher(exclude []string, maxSize int64) *Watcher {
 	return &Watcher{exclude: exclude, maxSize: maxSize, ask: func(r Request) (Answer, error) { return s.Do(r, 0), nil }}
 }
@@ -291,7 +291,7 @@ func (w *Watcher) Changes(root string) checkpoint.Changes {
 	a, err := w.ask(Request{Op: "changes", Root: root, Exclude: w.exclude, MaxSize: w.maxSize})
 	switch {
 	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED):
-		return checkpoint.Changes{Full: "no classifier runs to watch it", Absent: true}
+		return checkpoint.Changes{Full: "no server runs to watch it", Absent: true}
 	case err != nil:
 		return checkpoint.Changes{Full: "no watcher: " + err.Error(), Absent: true}
 	case a.Err != "":
@@ -315,7 +315,7 @@ func Answers(socket string) bool {
 	return err == nil && a.Err == ""
 }
 
-// Ask sends one request to the classifier listening on socket.
+// Ask sends one request to the server listening on socket.
 func Ask(socket string, r Request, timeout time.Duration) (Answer, error) {
 	if timeout == 0 {
 		timeout = 5 * time.Second

@@ -62,16 +62,16 @@ func TestServiceWatchesAgainAfterTheWorkspaceCameBack(t *testing.T) {
 	}
 }
 
-// With no classifier, a client says so: no watcher, and every checkpoint
+// With no server, a client says so: no watcher, and every checkpoint
 // walks.
-func TestClientWithoutClassifier(t *testing.T) {
+func TestClientWithoutServer(t *testing.T) {
 	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "classify.sock")
 	if ch := Client(sock, nil, 0).Changes("/x"); !ch.Absent || ch.Full == "" {
-		t.Errorf("no classifier: %+v", ch)
+		t.Errorf("no server: %+v", ch)
 	}
 	if Answers(sock) {
-		t.Error("Answers with no classifier")
+		t.Error("Answers with no server")
 	}
 }
 
