@@ -52,7 +52,7 @@ func Serve(o Options) error {
 	if err := os.MkdirAll(run, 0o700); err != nil {
 		return fmt.Errorf("front: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(run, "classify.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := os.OpenFile(state.ServerFile(o.StateDir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("front: %w", err)
 	}
@@ -68,7 +68,7 @@ func Serve(o Options) error {
 	ln.SetUnlinkOnClose(true)
 	defer ln.Close()
 	// The pid file appears whole (write, then rename), for doctor and tests.
-	pidFile := filepath.Join(run, "classify.pid")
+	pidFile := state.ServerFile(o.StateDir, "pid")
 	if atomicfile.Replace(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600) == nil {
 		defer os.Remove(pidFile)
 	}

@@ -104,7 +104,7 @@ func serveFront() int {
 		o.Idle = d
 	}
 	if err := os.MkdirAll(filepath.Join(sd, "run"), 0o700); err == nil {
-		if f, err := os.OpenFile(filepath.Join(sd, "run", "classify.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+		if f, err := os.OpenFile(state.ServerFile(sd, "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
 			defer f.Close()
 			level := slog.LevelInfo
 			if os.Getenv("UNDOSH_CLASSIFIER_DEBUG") != "" {

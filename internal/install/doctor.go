@@ -656,7 +656,7 @@ func (d *doctor) server() {
 	if d.rep.State.Dir == "" {
 		return
 	}
-	ci.Socket = filepath.Join(d.rep.State.Dir, "run", "classify.sock")
+	ci.Socket = state.SocketPath(d.rep.State.Dir)
 	if len(ci.Socket) >= maxSocketPath && d.rep.Fast.Installed {
 		d.problem("the server's socket %s is too long for a Unix socket: undosh-fast hands every step to undosh, which is slower",
 			"set UNDOSH_STATE_DIR to a shorter path", ci.Socket)
@@ -665,7 +665,7 @@ func (d *doctor) server() {
 	if !ci.Running {
 		return
 	}
-	if b, err := os.ReadFile(filepath.Join(d.rep.State.Dir, "run", "classify.pid")); err == nil {
+	if b, err := os.ReadFile(state.ServerFile(d.rep.State.Dir, "pid")); err == nil {
 		ci.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	ci.MaxUserWatches = watch.MaxUserWatches()

@@ -92,10 +92,15 @@ func StoreOptions(dir string, pol *policy.Policy, home string) checkpoint.Option
 		Watch: watchd.Client(SocketPath(dir), exclude, pol.MaxFileSize)}
 }
 
-// SocketPath is where the front end's server (package front) of state
-// directory dir listens. The file names ("classify") are the front end's
-// names kept for installed systems (docs/front.md).
-func SocketPath(dir string) string { return filepath.Join(dir, "run", "classify.sock") }
+// ServerFile is a file of the front end's server (package front) of
+// state directory dir: ext is "sock" (where it listens), "lock", "pid" or
+// "log". The names ("classify") are the front end's names kept for
+// installed systems (docs/front.md).
+func ServerFile(dir, ext string) string { return filepath.Join(dir, "run", "classify."+ext) }
+
+// SocketPath is where the front end's server of state directory dir
+// listens.
+func SocketPath(dir string) string { return ServerFile(dir, "sock") }
 
 // ServerName is the argv[0] that starts undosh as the front end's server
 // (package front), kept for installed systems (docs/front.md).
