@@ -132,7 +132,7 @@ func TestSameDecision(t *testing.T) {
 			}
 			env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "UNDOSH_STATE_DIR=" + stateDir, "UNDOSH_POLICY=" + cf.policy,
 				"UNDOSH_ENFORCE=" + cf.enforce, "UNDOSH_REAL_BASH=" + bash, "UNDOSH_REAL_SH=" + sh}
-			envMap := environMap(env)
+			envMap := classify.Environ(env)
 			getenv := func(k string) string { return envMap[k] }
 			c := newServer(stateDir, "/undosh", slog.New(slog.DiscardHandler))
 			defer c.watch.Close()
@@ -251,18 +251,4 @@ func BenchmarkAnswer(b *testing.B) {
 			}
 		})
 	}
-}
-
-// environMap is env as a map, the first of each name winning, as bash
-// and undosh take it.
-func environMap(env []string) map[string]string {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			if _, dup := m[k]; !dup {
-				m[k] = v
-			}
-		}
-	}
-	return m
 }

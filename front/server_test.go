@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
@@ -147,7 +148,7 @@ func TestServeRequests(t *testing.T) {
 			}
 			switch tc.text {
 			case "plan":
-				envMap := environMap(env("1"))
+				envMap := classify.Environ(env("1"))
 				pol, ok := s.policy(func(k string) string { return envMap[k] }, stateDir)
 				if !ok {
 					t.Fatal("no policy")

@@ -3,6 +3,7 @@ package shell
 import (
 	"os"
 
+	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
@@ -59,7 +60,7 @@ func Ask(q Query) Pass {
 	if len(q.Argv) == 0 {
 		return protect
 	}
-	env := environ(q.Env)
+	env := classify.Environ(q.Env)
 	getenv := func(k string) string { return env[k] }
 	inv := parseInvocation(q.Argv, q.Execfn, q.Cwd, getenv)
 	// The front end itself is never the real shell: RealShell skips it.
@@ -161,7 +162,7 @@ func Decide(p *Process, t Trial) (Route, error) {
 	if src.passThrough {
 		return RoutePlain, nil // Main execs it
 	}
-	r := &run{e: p, inv: inv, real: real, src: src, stateDir: t.StateDir, cwd: t.Cwd, uid: t.UID, pol: t.Policy, env: environ(p.Environ)}
+	r := &run{proc: p, inv: inv, real: real, src: src, stateDir: t.StateDir, cwd: t.Cwd, uid: t.UID, pol: t.Policy, env: classify.Environ(p.Environ)}
 	if r.pol == nil {
 		if err := r.load(); err != nil {
 			return RouteProtect, err

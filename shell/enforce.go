@@ -28,7 +28,7 @@ import (
 // (internal/enforce, docs/enforce.md): $UNDOSH_ENFORCE (1 or 0) when set,
 // else the policy's enforce.
 func (r *run) enforcing() bool {
-	return enforcingIn(r.e.Getenv, r.pol)
+	return enforcingIn(r.proc.Getenv, r.pol)
 }
 
 func enforcingIn(getenv func(string) string, pol *policy.Policy) bool {
@@ -135,15 +135,15 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 	if err != nil {
 		return nil, "undosh cannot find its own executable (" + err.Error() + ")"
 	}
-	mode, ok, why := machine.Containment(r.e.Getenv)
+	mode, ok, why := machine.Containment(r.proc.Getenv)
 	if !ok {
 		return nil, why
 	}
 	roots := r.dec.Roots
 	if c == policy.Git && len(roots) == 0 {
-		roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
+		roots = classify.WorkspaceRoots(r.cwd, r.proc.Getenv("HOME"))
 	}
-	w := writablePaths(c, r.pol, roots, r.e.Getenv("HOME"), r.stateDir)
+	w := writablePaths(c, r.pol, roots, r.proc.Getenv("HOME"), r.stateDir)
 	plan := enforce.Plan{Class: c.String(), Shell: r.real}
 	l := &limit{writable: w}
 	if mode == enforce.Capture && (c == policy.None || r.cwd == "") {
@@ -156,7 +156,7 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 			l.copy = cp
 			plan.Mode, plan.View = enforce.Capture, view
 		} else {
-			r.e.say("note: no view of the machine for this step (" + err.Error() + "); it runs under a read-only limit instead")
+			r.proc.say("note: no view of the machine for this step (" + err.Error() + "); it runs under a read-only limit instead")
 			mode = enforce.Auto
 		}
 	}
@@ -241,11 +241,11 @@ func layerSockets(trees []string) []string {
 // no limit (or it would stop the step's sudo), the step is protected as
 // a workspace step instead, so that a wrong guess stays undoable.
 func (r *run) protectNone() int {
-	e := r.e
-	l, why := r.contain(policy.None, e.Argv, e.Environ)
+	p := r.proc
+	l, why := r.contain(policy.None, p.Argv, p.Environ)
 	if l != nil {
 		r.beforePlain()
-		return e.execAs(l.path, l.argv, l.env, r.src)
+		return p.execAs(l.path, l.argv, l.env, r.src)
 	}
 	if why != sudoKept {
 		r.noLimitNote(why)
@@ -257,11 +257,11 @@ func (r *run) protectNone() int {
 // as a workspace step: its workspace checkpointed, so that a wrong guess
 // stays undoable ([RouteSudo], or no limit here).
 func (r *run) protectKept() int {
-	e := r.e
+	p := r.proc
 	start := time.Now()
 	r.dec.Class = policy.Git
 	if len(r.dec.Roots) == 0 {
-		r.dec.Roots = classify.WorkspaceRoots(r.cwd, e.Getenv("HOME"))
+		r.dec.Roots = classify.WorkspaceRoots(r.cwd, p.Getenv("HOME"))
 	}
 	return r.protectGit(r.record(start, policy.Git), start)
 }
@@ -286,7 +286,7 @@ func (r *run) noLimitNote(why string) {
 	}
 	fmt.Fprintln(f, why)
 	f.Close()
-	r.e.say("note: the kernel offers no way here to hold a step to its class (" + why + "): read-only steps get a workspace checkpoint instead; undoctl doctor says more")
+	r.proc.say("note: the kernel offers no way here to hold a step to its class (" + why + "): read-only steps get a workspace checkpoint instead; undoctl doctor says more")
 }
 
 // release discards the limit's copy, if it has one.
@@ -530,7 +530,7 @@ func (r *run) rerunCommand() string {
 		return "bash -c " + shquote.Word(r.inv.Command)
 	}
 	var q []string
-	for _, a := range r.e.Argv {
+	for _, a := range r.proc.Argv {
 		q = append(q, shquote.Word(a))
 	}
 	return strings.Join(q, " ")

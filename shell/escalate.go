@@ -65,7 +65,7 @@ func (r *run) markStdin() stdinMark {
 		}
 		return stdinMark{} // undosh holds the script: it relays it again
 	}
-	if r.e.Closed(0) {
+	if r.proc.Closed(0) {
 		return stdinMark{}
 	}
 	var st unix.Stat_t
@@ -137,8 +137,8 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 		back := g.putBack("wrote beyond its workspace")
 		rec.Outcome = journal.Refused
 		rec.Notice = "refused: " + what + " (" + r.escalateAt() + "): " + back
-		r.e.say(rec.Notice)
-		r.e.say("hint: run it as a machine step: undoctl run --fork -- " + r.rerunCommand())
+		r.proc.say(rec.Notice)
+		r.proc.say("hint: run it as a machine step: undoctl run --fork -- " + r.rerunCommand())
 		r.finishStep(g.step, *rec, g.start, 0)
 		return exit.Refused
 	case policy.EscalateRerun:
@@ -148,15 +148,15 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 			back := g.putBack("wrote beyond its workspace")
 			rec.Outcome = journal.Refused
 			rec.Notice = fmt.Sprintf("refused: %s, and cannot run again as a machine step: %v: %s", what, err, back)
-			r.e.say(rec.Notice)
-			r.e.say("hint: run it as a machine step: undoctl run --fork -- " + r.rerunCommand())
+			r.proc.say(rec.Notice)
+			r.proc.say("hint: run it as a machine step: undoctl run --fork -- " + r.rerunCommand())
 			r.finishStep(g.step, *rec, g.start, 0)
 			return exit.Refused
 		}
 		back := g.putBack("wrote beyond its workspace")
 		rec.Outcome = journal.RolledBack
 		rec.Notice = what + ": " + back + "; it runs again as a machine step"
-		r.e.say(rec.Notice)
+		r.proc.say(rec.Notice)
 		r.finishStep(g.step, *rec, g.start, 0)
 		g.close()
 		return r.rerunMachine(g.step.ID)
@@ -167,7 +167,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 	if err != nil {
 		back := g.putBack("could not be kept")
 		rec.Notice = fmt.Sprintf("%s, which could not be kept (%v): %s", what, err, back)
-		r.e.say(rec.Notice)
+		r.proc.say(rec.Notice)
 		r.finishStep(g.step, *rec, g.start, 0)
 		return exit.Failure
 	}
@@ -175,7 +175,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 		back := g.putBack("changed undosh itself")
 		rec.Outcome = journal.Refused
 		rec.Notice = fmt.Sprintf("refused: %s, which was not kept: %s (%s); %s", what, policy.SelfText, strings.Join(out.Protected, ", "), back)
-		r.e.say(rec.Notice)
+		r.proc.say(rec.Notice)
 		r.finishStep(g.step, *rec, g.start, 0)
 		return exit.Refused
 	}
@@ -183,7 +183,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 		back := g.putBack("conflicted with the machine")
 		rec.Outcome = journal.RolledBack
 		rec.Notice = fmt.Sprintf("%s, which was not kept: %v changed on the machine meanwhile; %s; run it again", what, conflictPaths(out), back)
-		r.e.say(rec.Notice)
+		r.proc.say(rec.Notice)
 		r.finishStep(g.step, *rec, g.start, 0)
 		return 1
 	}
@@ -207,7 +207,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 			if uerr != nil {
 				rec.Notice += fmt.Sprintf(", but not what it wrote beyond its workspace (%v); undoctl back %d", uerr, g.step.ID)
 			}
-			r.e.say(rec.Notice)
+			r.proc.say(rec.Notice)
 			r.finishStep(g.step, *rec, g.start, 0)
 			return vcode
 		}
@@ -215,7 +215,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 	rec.Outcome = journal.Committed
 	machine.RestartUnits(out.Units)
 	rec.Notice = fmt.Sprintf("%s: kept as a machine step would be; undo it with: undoctl back %d", what, g.step.ID)
-	r.e.say(rec.Notice)
+	r.proc.say(rec.Notice)
 	r.finishStep(g.step, *rec, g.start, st.sig)
 	return code
 }
@@ -262,7 +262,7 @@ func (r *run) rerunMachine(first int) int {
 	c := policy.Fork
 	r.dec.Class = c
 	if len(r.dec.Roots) == 0 {
-		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
+		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.proc.Getenv("HOME"))
 	}
 	rec := r.record(start, c)
 	rec.RerunOf = first

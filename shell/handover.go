@@ -80,12 +80,12 @@ func takeSupervise(env []string) ([]string, *supervisor) {
 
 // supervise runs main as the supervisor: nothing it runs runs here, and
 // the shell-to-be learns how to end.
-func (s *supervisor) supervise(e *Process, main func() int) int {
+func (s *supervisor) supervise(p *Process, main func() int) int {
 	// The terminal's signals reach the shell directly; this process is
 	// in a group of its own, and says its notices even from there.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
-	e.Exec = s.exec
-	e.DieBy = func(syscall.Signal) {} // the shell died by it already
+	p.Exec = s.exec
+	p.DieBy = func(syscall.Signal) {} // the shell died by it already
 	code := main()
 	if !s.sent {
 		// When the shell-to-be is gone, no one waits for this.
@@ -194,7 +194,7 @@ func (r *run) runStep(p stepProc, started func()) (status, error) {
 	if r.sup != nil && r.sup.t != nil {
 		return r.sup.run(p, started)
 	}
-	c, err := startChild(p.path, p.argv, p.env, p.files, r.e.Ignored)
+	c, err := startChild(p.path, p.argv, p.env, p.files, r.proc.Ignored)
 	started()
 	if err != nil {
 		return status{}, err
@@ -210,7 +210,7 @@ func (r *run) runStep(p stepProc, started func()) (status, error) {
 func (r *run) handOverOK() bool {
 	d := r.dec
 	switch {
-	case r.sup != nil, r.e.Getenv("UNDOSH_HANDOVER") == "0", os.Getpid() == 1:
+	case r.sup != nil, r.proc.Getenv("UNDOSH_HANDOVER") == "0", os.Getpid() == 1:
 		// pid 1's end would take its supervisor with it.
 		return false
 	case r.src.session, r.src.interactive, r.src.stdin != nil, r.src.unseen != "":
@@ -254,7 +254,7 @@ func (r *run) handOverOK() bool {
 // inCaptureView reports whether an enforced workspace step would run in
 // a view of the machine (contain), not under a hard limit.
 func (r *run) inCaptureView() bool {
-	mode, ok, _ := machine.Containment(r.e.Getenv)
+	mode, ok, _ := machine.Containment(r.proc.Getenv)
 	return ok && mode == enforce.Capture && r.cwd != ""
 }
 
@@ -283,9 +283,9 @@ func (r *run) handOver() (code int, handed bool) {
 	if err != nil {
 		return 0, false
 	}
-	files := append(slices.Clone(r.e.Files), theirs)
+	files := append(slices.Clone(r.proc.Files), theirs)
 	env := append(slices.Clone(r.environ0), superviseVar+"=3", superviseExecVar+"="+r.executed)
-	p, err := procstate.StartProcess(self, r.e.Argv, &os.ProcAttr{Env: env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true}})
+	p, err := procstate.StartProcess(self, r.proc.Argv, &os.ProcAttr{Env: env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true}})
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -302,7 +302,7 @@ func (r *run) handOver() (code int, handed bool) {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) {
 			err = errors.New("undosh's supervisor of this step ended before the step could start")
 		}
-		r.e.errorf(err, "nothing ran; run the step again")
+		r.proc.errorf(err, "nothing ran; run the step again")
 		return exit.Failure, true
 	}
 	switch in.Kind {
@@ -328,7 +328,7 @@ func (r *run) handOver() (code int, handed bool) {
 		// This is the main thread (cmd/undosh locks the main goroutine
 		// to it): an exec from another would leave the tracer holding
 		// a thread that is gone.
-		err = r.e.Exec(in.Path, in.Argv, in.Env)
+		err = r.proc.Exec(in.Path, in.Argv, in.Env)
 	}
 	_ = conn.Failed(fmt.Sprintf("exec %s: %v", in.Path, err))
 	return exit.NotRun, true

@@ -22,7 +22,7 @@ import (
 // host.address; "" when there is none. Its token, when it carries none,
 // is host.json's (agent.Client).
 func (r *run) hostURL() string {
-	return agent.Address(r.e.Getenv("UNDOSH_HOST"), r.pol.Host.Address)
+	return agent.Address(r.proc.Getenv("UNDOSH_HOST"), r.pol.Host.Address)
 }
 
 // hostAbsent reports whether err means this machine has no way to reach
@@ -37,7 +37,7 @@ func hostAbsent(err error) bool {
 // falls back (the local fork engine, or the policy's host.fallback), and
 // note says why when a host was expected.
 func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handled bool, note string) {
-	e := r.e
+	p := r.proc
 	url := r.hostURL()
 	if url == "" {
 		return 0, false, ""
@@ -81,7 +81,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		// Unique to this step on this machine: a retry of the same request
 		// after a dropped connection is the same operation.
 		Key:        fmt.Sprintf("undosh-%d-%d-%d", os.Getpid(), step.ID, start.UnixNano()),
-		Step:       hostlink.Command{Argv: e.Argv, Path: r.real, Launcher: launcher(), Cwd: r.cwd, Env: env},
+		Step:       hostlink.Command{Argv: p.Argv, Path: r.real, Launcher: launcher(), Cwd: r.cwd, Env: env},
 		Network:    hostlink.Network{Mode: "off"},
 		KeepFailed: r.keepsFailure(),
 	}
@@ -95,7 +95,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 	op, err := c.Run(r.context(), req, writerOf(files[1]), writerOf(files[2]))
 	if err != nil {
 		step.Abandon()
-		e.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, name, err), "undoctl doctor shows the host link; the step may not have run")
+		p.errorf(fmt.Errorf("step %d on the sandbox host %s: %w", step.ID, name, err), "undoctl doctor shows the host link; the step may not have run")
 		return exit.Usage, true, ""
 	}
 	rec.HostOp = op.ID
@@ -137,7 +137,7 @@ func (r *run) protectHost(rec journal.Record, start time.Time) (code int, handle
 		}
 	}
 	if rec.Notice != "" {
-		e.say(rec.Notice)
+		p.say(rec.Notice)
 	}
 	rec.Class = policy.Fork.String()
 	r.finishStep(step, rec, start, 0)

@@ -352,6 +352,6 @@ const serviceTimeout = 5 * time.Minute
 // directory.
 func (r *run) liveNote(why string) {
 	if r.firstTime("live-fallback-noted") {
-		r.e.say(fmt.Sprintf("note: %s, so steps that talk to it have only the workspace checkpointed (policy host.fallback: git; said once in %s)", why, r.stateDir))
+		r.proc.say(fmt.Sprintf("note: %s, so steps that talk to it have only the workspace checkpointed (policy host.fallback: git; said once in %s)", why, r.stateDir))
 	}
 }

@@ -101,7 +101,7 @@ func cancelOnSignal(parent context.Context) (ctx context.Context, got func() os.
 // network. The copy is committed onto the machine only when both pass,
 // or whatever the step does when its rollback is never.
 func (r *run) protectFork(rec journal.Record, start time.Time) int {
-	e := r.e
+	p := r.proc
 	j, step, ok := r.beginStep(nil) // a machine step may touch any workspace
 	if !ok {
 		return exit.Usage
@@ -118,10 +118,10 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 	if r.beforeStep != nil {
 		r.beforeStep()
 	}
-	out, err := machine.Run(ctx, machine.Step{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env,
+	out, err := machine.Run(ctx, machine.Step{Argv: p.Argv, Path: r.real, Dir: r.cwd, Env: env,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Verify: verify, VerifyDir: r.verifyDir(),
 		Shell: r.real, StateDir: r.stateDir, Journal: j, ID: step.ID, Protected: r.protected(),
-		Include: classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"]),
+		Include: classify.WorkspaceRoots(r.cwd, r.proc.Getenv("HOME")), Setuid: setuidPrograms(r.facts, r.env["PATH"]),
 		KeepFailed: r.keepsFailure(), Leftovers: true, Own: ownDaemons}, true)
 	if err != nil && ctx.Err() != nil {
 		// Ended by a signal to undosh, or by the caller's context: an
@@ -133,11 +133,11 @@ func (r *run) protectFork(rec journal.Record, start time.Time) int {
 		out.Status, out.Signal = 128+int(sig), sig
 	} else if err != nil {
 		step.Abandon()
-		e.errorf(fmt.Errorf("step %d: %w", step.ID, err), "nothing was applied to the machine; undoctl doctor shows what the fork engine needs")
+		p.errorf(fmt.Errorf("step %d: %w", step.ID, err), "nothing was applied to the machine; undoctl doctor shows what the fork engine needs")
 		return exit.Usage
 	}
 	notice, code := machine.Report(step.ID, out, verify, &rec)
-	sayMachine(e, step.ID, notice, out)
+	sayMachine(p, step.ID, notice, out)
 	r.finishStep(step, rec, start, out.Signal)
 	return code
 }
@@ -150,11 +150,11 @@ var ownDaemons = []string{state.ServerName}
 // became of the processes it left running in its copy: started again on
 // the machine after the commit, or stopped with the copy. Neither goes
 // unsaid.
-func sayMachine(e *Process, id int, notice string, out machine.Outcome) {
+func sayMachine(p *Process, id int, notice string, out machine.Outcome) {
 	if notice != "" {
-		e.say(notice)
+		p.say(notice)
 	}
 	if line := out.LeftoverSummary(); line != "" {
-		e.say(fmt.Sprintf("step %d %s", id, line))
+		p.say(fmt.Sprintf("step %d %s", id, line))
 	}
 }

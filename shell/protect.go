@@ -36,7 +36,7 @@ func (r *run) protect() int {
 	case routeDone:
 		return code
 	case routeNested:
-		return r.e.exec(r.real, r.src)
+		return r.proc.exec(r.real, r.src)
 	}
 	return r.protectGit(rec, start)
 }
@@ -109,7 +109,7 @@ func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asG
 		return code, false
 	}
 	if note != "" {
-		r.e.say("note: " + note + "; the step runs with the fallback")
+		r.proc.say("note: " + note + "; the step runs with the fallback")
 	}
 	if names, all := d.Live(); all {
 		// It talks to services running here, or signals the sandbox's
@@ -129,7 +129,7 @@ func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asG
 		// Only root's engine can run what sudo runs in a copy.
 		return r.protectMachineSudo(rec, start)
 	}
-	ok, missing := machine.Engine(r.e.Getenv)
+	ok, missing := machine.Engine(r.proc.Getenv)
 	if ok {
 		return r.protectFork(rec, start), false
 	}
@@ -138,7 +138,7 @@ func (r *run) protectMachine(rec journal.Record, start time.Time) (code int, asG
 			firstReason(d, policy.Fork), missing), "set host.fallback: git in the policy to run such steps with a file checkpoint only, or run them outside undosh"), false
 	}
 	if r.firstTime("fallback-noted") {
-		r.e.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so machine steps have only the workspace checkpointed (policy host.fallback: git; said once in %s)",
+		r.proc.say(fmt.Sprintf("note: this step changes the machine (%s); no fork engine can run here (%s), so machine steps have only the workspace checkpointed (policy host.fallback: git; said once in %s)",
 			firstReason(d, policy.Fork), missing, r.stateDir))
 	}
 	return 0, true
@@ -213,7 +213,7 @@ func (r *run) commandText() (string, *journal.Wrapper) {
 			}
 		}
 	case modeScript:
-		t = strings.Join(r.e.Argv, " ")
+		t = strings.Join(r.proc.Argv, " ")
 	default:
 		t = r.src.text
 	}
@@ -318,9 +318,9 @@ func (r *run) protected() []string {
 
 // refuse prints the refusal, journals it and returns 126.
 func (r *run) refuse(rec journal.Record, why, hint string) int {
-	r.e.say("refused: " + why)
+	r.proc.say("refused: " + why)
 	if hint != "" {
-		r.e.say("hint: " + hint)
+		r.proc.say("hint: " + hint)
 	}
 	rec.Outcome = journal.Refused
 	rec.Exit = exit.Refused
@@ -396,7 +396,7 @@ func lastLine(b []byte) string {
 func (r *run) verify() (int, []byte) {
 	cmd := exec.Command(r.real, "-c", r.dec.Verify)
 	cmd.Dir = r.verifyDir()
-	cmd.Env = r.e.Environ
+	cmd.Env = r.proc.Environ
 	var out tail
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -427,7 +427,7 @@ func (t *tail) Write(p []byte) (int, error) {
 
 // storeOptions are the checkpoint options the policy gives.
 func (r *run) storeOptions() checkpoint.Options {
-	return state.StoreOptions(r.stateDir, r.pol, r.e.Getenv("HOME"))
+	return state.StoreOptions(r.stateDir, r.pol, r.proc.Getenv("HOME"))
 }
 
 // protectGit checkpoints the workspace, runs the step, and rolls it back
@@ -449,10 +449,10 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 	}
 	defer g.close()
 	if r.src.session {
-		r.e.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", g.step.ID, g.step.ID))
+		r.proc.say(fmt.Sprintf("note: commands are coming one at a time on standard input: they run as one step (%d), checkpointed first, and a failing command is not rolled back on its own (undoctl back %d undoes them all)", g.step.ID, g.step.ID))
 		go feedSession(r.src.feed, []byte(r.src.text))
 	}
-	path, argv, env, files := r.real, r.e.Argv, r.stepEnv(g.step.ID), r.stepFiles()
+	path, argv, env, files := r.real, r.proc.Argv, r.stepEnv(g.step.ID), r.stepFiles()
 	var errTail *stderrTail
 	// A machine step run with a file checkpoint only (host.fallback:
 	// git) is not held to the workspace: that is what the fallback says.
@@ -473,7 +473,7 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 	}
 	st, err := r.runStep(stepProc{path: path, argv: argv, env: env, files: files}, errTail.started)
 	if st.lost {
-		r.e.say(fmt.Sprintf("note: undosh lost track of step %d's shell (a thread other than its first ran execve), so its changes were kept; to go back: undoctl back %d", g.step.ID, g.step.ID))
+		r.proc.say(fmt.Sprintf("note: undosh lost track of step %d's shell (a thread other than its first ran execve), so its changes were kept; to go back: undoctl back %d", g.step.ID, g.step.ID))
 	}
 	if r.src.session {
 		r.src.stdin.Close()
@@ -482,7 +482,7 @@ func (r *run) protectGit(rec journal.Record, start time.Time) int {
 		errTail.end()
 		g.lim.release()
 		g.step.Abandon()
-		r.e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+		r.proc.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return exit.NotRun
 	}
 	if g.lim != nil && g.lim.copy == nil && st.code != 0 && st.sig == 0 {
@@ -518,7 +518,7 @@ type gitStep struct {
 // journals it as running. When it cannot, it has said why, nothing ran,
 // and code is the status to end with.
 func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code int, ok bool) {
-	e := r.e
+	p := r.proc
 	d := r.dec
 	j, step, err := r.openStep(d.Roots)
 	if err != nil {
@@ -551,7 +551,7 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 		}
 		step.Abandon()
 		g.close()
-		e.errorf(fmt.Errorf("cannot checkpoint %s before this step: %w", root, err),
+		p.errorf(fmt.Errorf("cannot checkpoint %s before this step: %w", root, err),
 			"free space or repair the state directory "+r.stateDir+" (undoctl check, undoctl gc); nothing ran")
 		return nil, exit.Usage, false
 	}
@@ -562,14 +562,14 @@ func (r *run) startGit(rec journal.Record, start time.Time) (g *gitStep, code in
 		if err != nil {
 			step.Abandon()
 			g.close()
-			e.errorf(err, "undoctl status lists the services undosh sees; free space in "+r.stateDir+" or declare the service in the policy (services:); nothing ran")
+			p.errorf(err, "undoctl status lists the services undosh sees; free space in "+r.stateDir+" or declare the service in the policy (services:); nothing ran")
 			return nil, exit.Usage, false
 		}
 	}
 	if err := step.Running(g.rec); err != nil {
 		step.Abandon()
 		g.close()
-		e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		p.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
 		return nil, exit.Usage, false
 	}
 	markSupervising(d.Class, r.inView)
@@ -647,11 +647,11 @@ func (g *gitStep) finish(st status) int {
 		}
 	}
 	if rec.Notice != "" {
-		r.e.say(rec.Notice)
+		r.proc.say(rec.Notice)
 	}
 	if g.hint != "" {
 		rec.Notice = strings.TrimPrefix(rec.Notice+"; "+g.hint, "; ")
-		r.e.say("hint: " + g.hint)
+		r.proc.say("hint: " + g.hint)
 	}
 	r.finishStep(g.step, *rec, g.start, st.sig)
 	return code
@@ -705,7 +705,7 @@ var errNoStateDir = errors.New("no state directory for checkpoints")
 func (r *run) stepError(err error) {
 	switch {
 	case errors.Is(err, errNoStateDir):
-		r.e.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
+		r.proc.errorf(err, "set UNDOSH_STATE_DIR to a writable directory; nothing ran")
 	case storeSealed(err):
 		// A sandbox around the shell (Codex's -s workspace-write, a
 		// read-only bind mount) lets the step write its workspace but
@@ -715,12 +715,12 @@ func (r *run) stepError(err error) {
 		if errors.As(err, &en) {
 			why = en.Error()
 		}
-		r.e.errorf(fmt.Errorf("cannot checkpoint this step: undosh's state directory %s is not writable here (%s)", r.stateDir, why),
+		r.proc.errorf(fmt.Errorf("cannot checkpoint this step: undosh's state directory %s is not writable here (%s)", r.stateDir, why),
 			"this shell runs inside a sandbox that keeps the state directory read-only while the step may write; "+
 				"make it writable there (Codex: -c 'sandbox_workspace_write.writable_roots=[\""+r.stateDir+"\"]'), "+
 				"or put undosh around the sandbox rather than inside it; nothing ran")
 	default:
-		r.e.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
+		r.proc.errorf(err, "check the state directory "+r.stateDir+"; nothing ran")
 	}
 }
 
@@ -752,23 +752,23 @@ func writableHere(dir string) bool {
 // one, else as it is.
 func (r *run) runSealed() int {
 	if r.enforcing() {
-		if l, _ := r.contain(policy.None, r.e.Argv, r.e.Environ); l != nil {
-			return r.e.execAs(l.path, l.argv, l.env, r.src)
+		if l, _ := r.contain(policy.None, r.proc.Argv, r.proc.Environ); l != nil {
+			return r.proc.execAs(l.path, l.argv, l.env, r.src)
 		}
 	}
-	return r.e.exec(r.real, r.src)
+	return r.proc.exec(r.real, r.src)
 }
 
 // stepEnv is the environment of a protected step's shell: the caller's,
 // with UNDOSH_STEP naming the step.
 func (r *run) stepEnv(id int) []string {
-	return append(append([]string(nil), r.e.Environ...), "UNDOSH_STEP="+strconv.Itoa(id))
+	return append(append([]string(nil), r.proc.Environ...), "UNDOSH_STEP="+strconv.Itoa(id))
 }
 
 // stepFiles are the standard files of a protected step's shell: the
 // caller's, with the relayed script as standard input.
 func (r *run) stepFiles() []*os.File {
-	files := append([]*os.File(nil), r.e.Files...)
+	files := append([]*os.File(nil), r.proc.Files...)
 	if r.src.stdin != nil {
 		files[0] = r.src.stdin
 	}
@@ -791,7 +791,7 @@ func (r *run) machineVerify() string {
 	if r.keepsFailure() {
 		return ""
 	}
-	if v := r.e.Getenv("UNDOSH_VERIFY"); v != "" {
+	if v := r.proc.Getenv("UNDOSH_VERIFY"); v != "" {
 		return v
 	}
 	return r.dec.Verify
@@ -807,10 +807,10 @@ func (r *run) keepsFailure() bool { return r.dec.Rollback == policy.RollbackNeve
 func (r *run) finishStep(step *journal.Step, rec journal.Record, start time.Time, sig syscall.Signal) {
 	rec.Duration = ms(time.Since(start))
 	if err := step.Finish(rec); err != nil {
-		r.e.errorf(err, "the step ran; its record is missing from the journal")
+		r.proc.errorf(err, "the step ran; its record is missing from the journal")
 	}
 	if sig != 0 {
-		r.e.DieBy(sig)
+		r.proc.DieBy(sig)
 	}
 }
 
@@ -872,7 +872,7 @@ func plural(n int, one, many string) string {
 }
 
 // finishRollbacks completes rollbacks that were cut short.
-func finishRollbacks(e *Process, stateDir string) {
+func finishRollbacks(proc *Process, stateDir string) {
 	j, err := journal.Open(stateDir)
 	if err != nil {
 		return
@@ -881,29 +881,29 @@ func finishRollbacks(e *Process, stateDir string) {
 	if err != nil || len(pending) == 0 {
 		return
 	}
-	pol := policyOrDefault(e)
+	pol := policyOrDefault(proc)
 	for i, p := range pending {
 		if p.Kind == journal.Machine {
 			did, err := machine.Recover(p.Root)
 			if err != nil {
-				e.errorf(fmt.Errorf("recover the commit of machine step %d cut short: %w", p.Step, err), "undoctl doctor shows the state of the fork engine's journal")
+				proc.errorf(fmt.Errorf("recover the commit of machine step %d cut short: %w", p.Step, err), "undoctl doctor shows the state of the fork engine's journal")
 				continue
 			}
 			done[i]()
 			if len(did) > 0 {
-				e.say(fmt.Sprintf("recovered the commit of machine step %d that was cut short: %s", p.Step, clip(strings.Join(did, "; "), 300)))
+				proc.say(fmt.Sprintf("recovered the commit of machine step %d that was cut short: %s", p.Step, clip(strings.Join(did, "; "), 300)))
 			}
 			continue
 		}
-		s, err := checkpoint.Open(p.Root, state.StoreOptions(stateDir, pol, e.Getenv("HOME")))
+		s, err := checkpoint.Open(p.Root, state.StoreOptions(stateDir, pol, proc.Getenv("HOME")))
 		if err != nil {
-			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
+			proc.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
 			continue
 		}
 		res, err := s.Restore(p.Target)
 		s.Close()
 		if err != nil {
-			e.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
+			proc.errorf(fmt.Errorf("finish the rollback of step %d: %w", p.Step, err), fmt.Sprintf("undoctl back %d puts %s back by hand", p.Step, p.Root))
 			continue
 		}
 		done[i]()
@@ -915,15 +915,15 @@ func finishRollbacks(e *Process, stateDir string) {
 			rec.ID = id
 			_ = j.Append(rec)
 		}
-		e.say(fmt.Sprintf("finished the rollback of step %d that was cut short: restored %d %s in %s; undo with: undoctl restore -C %s %s",
+		proc.say(fmt.Sprintf("finished the rollback of step %d that was cut short: restored %d %s in %s; undo with: undoctl restore -C %s %s",
 			p.Step, n, plural(n, "file", "files"), p.Root, shquote.Word(p.Root), short(res.Before)))
 	}
 }
 
 // policyOrDefault loads the policy in force, or the default when it is
 // broken (finishing a rollback needs only its checkpoint settings).
-func policyOrDefault(e *Process) *policy.Policy {
-	if p, err := classify.LoadPolicy(classify.PolicyPath("", e.Getenv), ""); err == nil {
+func policyOrDefault(proc *Process) *policy.Policy {
+	if p, err := classify.LoadPolicy(classify.PolicyPath("", proc.Getenv), ""); err == nil {
 		return p
 	}
 	return policy.Default()

@@ -101,7 +101,7 @@ func (r *run) beforePlain() {
 		return
 	}
 	text, _ := r.commandText()
-	rec, ok, _ := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.e.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid()})
+	rec, ok, _ := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.proc.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid()})
 	if ok {
 		journalReadOnly(r.stateDir, rec)
 	}

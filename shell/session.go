@@ -23,17 +23,17 @@ import (
 // bash on a PTY, each line protected as a step of its own before any of
 // it runs. docs/interactive.md describes the design.
 func (r *run) interactive() int {
-	e := r.e
+	p := r.proc
 	s, err := session.New(r.stateDir)
 	if err != nil {
-		e.errorf(fmt.Errorf("start an interactive session: %w", err), "check the state directory "+r.stateDir+"; the session runs unprotected")
-		return e.exec(r.real, r.src)
+		p.errorf(fmt.Errorf("start an interactive session: %w", err), "check the state directory "+r.stateDir+"; the session runs unprotected")
+		return p.exec(r.real, r.src)
 	}
 	defer s.Close()
-	status, err := s.Interactive(session.Options{Lines: r.sessionLines(), Argv: e.Argv, Environ: e.Environ,
-		Stdin: e.Stdin, Stdout: os.Stdout, Stderr: e.Stderr, Say: e.say})
+	status, err := s.Interactive(session.Options{Lines: r.sessionLines(), Argv: p.Argv, Environ: p.Environ,
+		Stdin: p.Stdin, Stdout: os.Stdout, Stderr: p.Stderr, Say: p.say})
 	if err != nil {
-		e.errorf(err, "check UNDOSH_REAL_BASH and "+ConfigFile)
+		p.errorf(err, "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return exit.Failure
 	}
 	return status
@@ -45,22 +45,22 @@ func (r *run) interactive() int {
 // classified and protected, and rolls back a command that fails. undosh
 // reads the caller's input as it comes and never waits for its end.
 func (r *run) protectPipe() int {
-	e := r.e
+	p := r.proc
 	s, err := session.New(r.stateDir)
 	if err != nil {
-		e.errorf(fmt.Errorf("start a session on standard input: %w", err), "check the state directory "+r.stateDir)
+		p.errorf(fmt.Errorf("start a session on standard input: %w", err), "check the state directory "+r.stateDir)
 		return exit.Usage
 	}
 	defer s.Close()
-	st, err := s.Pipe(session.Options{Lines: r.sessionLines(), Argv: e.Argv, Environ: e.Environ, Stderr: e.Stderr, Say: e.say,
-		Files: e.Files, Input: r.src.stdin, Feed: r.src.feed, First: r.src.text, InputFd: 0, Start: r.startSessionShell})
+	st, err := s.Pipe(session.Options{Lines: r.sessionLines(), Argv: p.Argv, Environ: p.Environ, Stderr: p.Stderr, Say: p.say,
+		Files: p.Files, Input: r.src.stdin, Feed: r.src.feed, First: r.src.text, InputFd: 0, Start: r.startSessionShell})
 	if err != nil {
-		e.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
+		p.errorf(fmt.Errorf("run %s: %w", r.real, err), "check UNDOSH_REAL_BASH and "+ConfigFile)
 		return exit.NotRun
 	}
 	// undosh ends as the shell ended.
 	if st.Sig != 0 {
-		e.DieBy(st.Sig)
+		p.DieBy(st.Sig)
 	}
 	return st.Code
 }
@@ -68,7 +68,7 @@ func (r *run) protectPipe() int {
 // startSessionShell starts a session's bash as undosh's child, which
 // gets every signal undosh gets.
 func (r *run) startSessionShell(path string, argv, env []string, files []*os.File) (int, <-chan session.Status, error) {
-	c, err := startChild(path, argv, env, files, r.e.Ignored)
+	c, err := startChild(path, argv, env, files, r.proc.Ignored)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -118,7 +118,7 @@ func (l *sessionLines) Release() { l.view.release() }
 // Follow shares the workspace the shell is in now with its view, once a
 // line has ended, and reports whether the shell must enter its directory
 // again.
-func (l *sessionLines) Follow() (bool, error) { return l.view.follow(l.r.e.Getenv("HOME")) }
+func (l *sessionLines) Follow() (bool, error) { return l.view.follow(l.r.proc.Getenv("HOME")) }
 
 // Begin classifies the line and protects it before it runs, as a step of
 // its own; see [session.Lines].
@@ -146,7 +146,7 @@ func (l *sessionLines) begin(ln session.Line) *line {
 		lr.dec.Roots = classify.WorkspaceRoots(ln.Cwd, envMap["HOME"])
 		if !l.saidUnseen {
 			l.saidUnseen = true
-			lr.e.say("note: " + unseen + "; such lines run here with a checkpoint of the workspace only (said once)")
+			lr.proc.say("note: " + unseen + "; such lines run here with a checkpoint of the workspace only (said once)")
 		}
 	}
 	if lr.dec.Class == policy.None && lr.dec.Verdict == policy.Run {
@@ -157,7 +157,7 @@ func (l *sessionLines) begin(ln session.Line) *line {
 		// the user gives up on it (Ctrl-C ends the hook), so does undosh.
 		if files, err := ln.Files(); err == nil {
 			defer files[0].Close()
-			lr.e.Files = files
+			lr.proc.Files = files
 		}
 		ctx, stop := watchProcess(ln.PID)
 		defer stop()
@@ -173,23 +173,23 @@ func (l *sessionLines) begin(ln session.Line) *line {
 			// what became of it.
 			switch {
 			case lr.ctx.Err() != nil:
-				lr.e.say("the line was interrupted in a copy of the machine: the copy was discarded; the machine is unchanged")
+				lr.proc.say("the line was interrupted in a copy of the machine: the copy was discarded; the machine is unchanged")
 			case session.EndsShell(text):
 				// It ended its shell there, as it would have here.
 				action = "exit:" + strconv.Itoa(code)
 				if code != 0 && !lr.keepsFailure() {
-					lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged", code))
+					lr.proc.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged", code))
 				}
 			case code == 0 || lr.keepsFailure() && code != exit.Usage:
 				// rollback: never keeps a failing line's copy too.
-				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was kept ($? reads 130 here, where it did not run)", code))
+				lr.proc.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was kept ($? reads 130 here, where it did not run)", code))
 			default:
-				lr.e.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged ($? reads 130 here)", code))
+				lr.proc.say(fmt.Sprintf("the line ran in a copy of the machine and exited %d: the copy was discarded; the machine is unchanged ($? reads 130 here)", code))
 			}
 		}
 	case routeGit:
 		if err := l.view.share(lr.dec.Roots); err != nil {
-			lr.e.say("note: " + err.Error())
+			lr.proc.say("note: " + err.Error())
 		}
 		g, c, ok := lr.startGit(rec, start)
 		if ok {
@@ -226,19 +226,19 @@ func (l *sessionLines) end(cur *line, code int) {
 func (l *sessionLines) lineRun(ln session.Line) *run {
 	text, cwd, env, envMap := ln.Text, ln.Cwd, ln.Env, ln.EnvMap
 	base := l.r
-	e := *base.e
-	e.Argv = []string{base.real, "-c", text}
-	e.Environ = env
-	e.Getenv = func(k string) string { return envMap[k] }
+	p := *base.proc
+	p.Argv = []string{base.real, "-c", text}
+	p.Environ = env
+	p.Getenv = func(k string) string { return envMap[k] }
 	if ln.Notes != nil {
-		e.Stderr = ln.Notes
+		p.Stderr = ln.Notes
 	}
-	e.Closed = func(int) bool { return false }
-	e.Files = []*os.File{nil, nil, nil}
-	e.DieBy = func(syscall.Signal) {} // a line's death is not the session's
-	e.Exec = func(string, []string, []string) error { return errors.New("a session line is not exec'd") }
-	return &run{e: &e, beforeStep: ln.Settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap, uid: base.uid, inView: l.view != nil,
-		inv: invocation{Argv: e.Argv, Personality: "bash", Mode: modeCommand, Command: text}, src: source{text: text}}
+	p.Closed = func(int) bool { return false }
+	p.Files = []*os.File{nil, nil, nil}
+	p.DieBy = func(syscall.Signal) {} // a line's death is not the session's
+	p.Exec = func(string, []string, []string) error { return errors.New("a session line is not exec'd") }
+	return &run{proc: &p, beforeStep: ln.Settle, real: base.real, stateDir: base.stateDir, pol: base.pol, cwd: cwd, env: envMap, uid: base.uid, inView: l.view != nil,
+		inv: invocation{Argv: p.Argv, Personality: "bash", Mode: modeCommand, Command: text}, src: source{text: text}}
 }
 
 // watchProcess returns a context that ends when process pid does.

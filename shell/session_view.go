@@ -50,7 +50,7 @@ func (l *sessionLines) Contain(argv, env []string) (path string, nargv, nenv []s
 		return r.real, argv, env
 	}
 	if len(r.dec.Roots) == 0 {
-		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.e.Getenv("HOME"))
+		r.dec.Roots = classify.WorkspaceRoots(r.cwd, r.proc.Getenv("HOME"))
 	}
 	lim, why := r.contain(policy.Git, argv, env)
 	if lim == nil {
@@ -249,7 +249,7 @@ func (l *sessionLines) settleLine(cur *line, b *beyond, code int) {
 			machine.RestartUnits(out.Units)
 		}
 	}
-	lr.e.say(rec.Notice)
+	lr.proc.say(rec.Notice)
 	lr.finishStep(step, rec, cur.start, 0)
 }
 

@@ -62,34 +62,34 @@ func Main(p *Process) int {
 
 // mainOf runs the invocation, as the supervisor sup of a step handed over
 // when it is set; environ0 is the environment as undosh received it.
-func mainOf(e *Process, sup *supervisor, environ0 []string) int {
+func mainOf(p *Process, sup *supervisor, environ0 []string) int {
 	// "" when the directory was removed: bash runs there too, and so
 	// does the step, judged without one.
 	cwd, _ := os.Getwd()
 	var front os.FileInfo
-	executed := e.Executed
-	e.Environ, front, executed = takeFront(e.Environ, executed)
-	inv := parseInvocation(e.Argv, executed, cwd, e.Getenv)
-	real, err := RealShell(inv.Personality, e.Getenv, e.config(), front)
+	executed := p.Executed
+	p.Environ, front, executed = takeFront(p.Environ, executed)
+	inv := parseInvocation(p.Argv, executed, cwd, p.Getenv)
+	real, err := RealShell(inv.Personality, p.Getenv, p.config(), front)
 	if err != nil {
-		e.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
+		p.errorf(err, "set UNDOSH_REAL_BASH (or UNDOSH_REAL_SH) to the real shell, or run undoctl install")
 		return exit.Usage
 	}
-	stateDir := state.Dir("", e.Getenv, os.Getuid())
+	stateDir := state.Dir("", p.Getenv, os.Getuid())
 	if stateDir != "" {
 		if _, err := os.Lstat(journal.PendingDir(stateDir)); err == nil {
-			finishRollbacks(e, stateDir)
+			finishRollbacks(p, stateDir)
 		}
 	}
-	src, err := readSource(inv, e)
+	src, err := readSource(inv, p)
 	if err != nil {
-		e.errorf(err, "")
+		p.errorf(err, "")
 		return exit.Failure
 	}
 	if src.passThrough && !(src.interactive && stateDir != "") {
-		return e.exec(real, src)
+		return p.exec(real, src)
 	}
-	r := &run{e: e, inv: inv, real: real, src: src, stateDir: stateDir, cwd: cwd, uid: os.Getuid(), sup: sup, environ0: environ0, executed: executed}
+	r := &run{proc: p, inv: inv, real: real, src: src, stateDir: stateDir, cwd: cwd, uid: os.Getuid(), sup: sup, environ0: environ0, executed: executed}
 	return r.main()
 }
 
@@ -170,22 +170,9 @@ func (p *Process) say(line string) {
 	io.WriteString(p.Stderr, "undosh: "+line+"\n")
 }
 
-// environ returns the environment as a map, for the parser.
-func environ(env []string) map[string]string {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			if _, dup := m[k]; !dup {
-				m[k] = v
-			}
-		}
-	}
-	return m
-}
-
 // run is one invocation being decided and protected.
 type run struct {
-	e        *Process
+	proc     *Process
 	inv      invocation
 	real     string
 	src      source
@@ -232,9 +219,9 @@ func (r *run) context() context.Context {
 }
 
 func (r *run) main() int {
-	e := r.e
+	p := r.proc
 	if err := r.load(); err != nil {
-		e.errorf(err, "fix the policy (undoctl policy check FILE explains each error); nothing ran")
+		p.errorf(err, "fix the policy (undoctl policy check FILE explains each error); nothing ran")
 		return exit.Usage
 	}
 	if r.src.interactive {
@@ -249,7 +236,7 @@ func (r *run) main() int {
 	switch r.decide() {
 	case RoutePlain:
 		r.beforePlain()
-		return e.exec(r.real, r.src)
+		return p.exec(r.real, r.src)
 	case RouteLimited:
 		return r.protectNone()
 	case RouteSudo:
@@ -264,12 +251,12 @@ func (r *run) load() error {
 	if r.stateDir != "" {
 		cacheDir = r.stateDir + "/cache"
 	}
-	pol, err := classify.LoadPolicy(classify.PolicyPath("", r.e.Getenv), cacheDir)
+	pol, err := classify.LoadPolicy(classify.PolicyPath("", r.proc.Getenv), cacheDir)
 	if err != nil {
 		return err
 	}
 	r.pol = pol
-	r.env = environ(r.e.Environ)
+	r.env = classify.Environ(r.proc.Environ)
 	return nil
 }
 
@@ -277,7 +264,7 @@ func (r *run) load() error {
 // ([Ask]), and
 // returns its route; it runs nothing but `bash -n`.
 func (r *run) decide() Route {
-	d := decideStep(step{inv: r.inv, src: r.src, cwd: r.cwd, env: r.e.Environ, envMap: r.env, pol: r.pol,
+	d := decideStep(step{inv: r.inv, src: r.src, cwd: r.cwd, env: r.proc.Environ, envMap: r.env, pol: r.pol,
 		stateDir: r.stateDir, real: r.real, uid: r.uid})
 	r.cwd = d.cwd
 	r.dec = d.res.Decision

@@ -48,17 +48,17 @@ type source struct {
 const quiet = 300 * time.Millisecond
 
 // readSource reads the commands of inv.
-func readSource(inv invocation, e *Process) (source, error) {
+func readSource(inv invocation, p *Process) (source, error) {
 	switch inv.Mode {
 	case modeCommand:
 		return source{text: inv.Command}, nil
 	case modeScript:
 		if fd, ok := fdName(inv.Script); ok {
-			return readScriptFd(fd, inv.Script, e.Getenv)
+			return readScriptFd(fd, inv.Script, p.Getenv)
 		}
-		return readScript(inv.Script, "", e.Getenv)
+		return readScript(inv.Script, "", p.Getenv)
 	case modeStdin:
-		return readStdin(inv, e)
+		return readStdin(inv, p)
 	}
 	return source{passThrough: true}, nil
 }
@@ -179,8 +179,8 @@ func findScript(name, cwd string, getenv func(string) string) (source, error) {
 // regular file is read in place (bash reads it from the same offset), a
 // pipe is read to its end and relayed through a new pipe (a memory file
 // when it is too large for one).
-func readStdin(inv invocation, e *Process) (source, error) {
-	if e.Closed(0) {
+func readStdin(inv invocation, p *Process) (source, error) {
+	if p.Closed(0) {
 		return source{passThrough: true}, nil
 	}
 	fd := 0
@@ -188,7 +188,7 @@ func readStdin(inv invocation, e *Process) (source, error) {
 		// An interactive session: undosh protects it line by line when
 		// the real shell is bash and would be interactive (stderr a
 		// terminal too, or -i); sh is left to itself.
-		return source{passThrough: true, interactive: inv.Personality == "bash" && (inv.Interactive || isTerminal(2)) && !e.Closed(2)}, nil
+		return source{passThrough: true, interactive: inv.Personality == "bash" && (inv.Interactive || isTerminal(2)) && !p.Closed(2)}, nil
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {

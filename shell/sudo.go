@@ -53,14 +53,14 @@ func (r *run) protectMachineSudo(rec journal.Record, start time.Time) (code int,
 		return r.refuse(rec, fmt.Sprintf("this step changes the machine (%s) and runs sudo, but %s, so undosh cannot run it in a copy of the machine as root",
 			firstReason(d, policy.Fork), why), "give this user passwordless sudo to run such steps in a copy, set host.fallback: git in the policy to run them with a file checkpoint only, or run them outside undosh"), false
 	}
-	r.e.say(fmt.Sprintf("note: this step runs sudo, but %s, so it was not protected in a copy of the machine; only the workspace is checkpointed (policy host.fallback: git)", why))
+	r.proc.say(fmt.Sprintf("note: this step runs sudo, but %s, so it was not protected in a copy of the machine; only the workspace is checkpointed (policy host.fallback: git)", why))
 	return 0, true
 }
 
 // protectSudo hands the step to a root undosh started with sudo -n. done
 // is false when it could not (why says so) and nothing ran.
 func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done bool, why string) {
-	e := r.e
+	p := r.proc
 	path, err := exec.LookPath("sudo")
 	if err != nil {
 		return 0, false, "sudo is not found on PATH"
@@ -81,8 +81,8 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	rec.Sudo = true
 	verify := r.machineVerify()
 	env, files := r.stepEnv(step.ID), r.stepFiles()
-	spec := sudo.Spec{Argv: e.Argv, Path: r.real, Dir: r.cwd, Env: env, Verify: verify, VerifyDir: r.verifyDir(), Shell: r.real,
-		Include: classify.WorkspaceRoots(r.cwd, e.Getenv("HOME")), Protected: r.protected(), Step: step.ID, KeepFailed: r.keepsFailure()}
+	spec := sudo.Spec{Argv: p.Argv, Path: r.real, Dir: r.cwd, Env: env, Verify: verify, VerifyDir: r.verifyDir(), Shell: r.real,
+		Include: classify.WorkspaceRoots(r.cwd, p.Getenv("HOME")), Protected: r.protected(), Step: step.ID, KeepFailed: r.keepsFailure()}
 	if filepath.IsAbs(r.stateDir) {
 		spec.Hide = []string{r.stateDir}
 	}
@@ -93,13 +93,13 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	}
 	if err != nil {
 		step.Abandon()
-		e.errorf(fmt.Errorf("step %d: %w", step.ID, err), "nothing ran")
+		p.errorf(fmt.Errorf("step %d: %w", step.ID, err), "nothing ran")
 		return exit.Usage, true, ""
 	}
 	defer offer.Close()
 	markSupervising(policy.Fork, false)
 	cmd := exec.Command(path, append([]string{"-n", "--", self}, offer.Args()...)...)
-	cmd.Env = e.Environ
+	cmd.Env = p.Environ
 	// The step's own files: sudo passes 0, 1 and 2 to the root side (a
 	// closed one stays /dev/null).
 	if files[0] != nil {
@@ -165,12 +165,12 @@ func (r *run) protectSudo(rec journal.Record, start time.Time) (code int, done b
 	}
 	if rerr != nil {
 		step.Abandon()
-		e.errorf(fmt.Errorf("step %d, run as root through sudo: %w", step.ID, rerr), "a commit cut short is put back the next time undosh runs as root; sudo undoctl doctor shows what the fork engine needs")
+		p.errorf(fmt.Errorf("step %d, run as root through sudo: %w", step.ID, rerr), "a commit cut short is put back the next time undosh runs as root; sudo undoctl doctor shows what the fork engine needs")
 		return exit.Usage, true, ""
 	}
 	out := outcomeOf(res)
 	notice, code := machine.Report(step.ID, out, verify, &rec)
-	sayMachine(e, step.ID, notice, out)
+	sayMachine(p, step.ID, notice, out)
 	r.finishStep(step, rec, start, out.Signal)
 	return code, true, ""
 }
@@ -266,9 +266,9 @@ func SudoStep(args []string, getenv func(string) string, stderr io.Writer) int {
 		return answer(sudo.Result{Error: err.Error() + "; nothing ran", Status: exit.Usage})
 	}
 	stateDir := state.Dir("", getenv, 0)
-	e := &Process{Getenv: getenv, Stderr: stderr, Closed: func(int) bool { return false }}
+	p := &Process{Getenv: getenv, Stderr: stderr, Closed: func(int) bool { return false }}
 	if _, err := os.Lstat(journal.PendingDir(stateDir)); err == nil {
-		finishRollbacks(e, stateDir) // commits a root undosh cut short
+		finishRollbacks(p, stateDir) // commits a root undosh cut short
 	}
 	j, err := journal.Open(stateDir)
 	if err != nil {

@@ -246,12 +246,7 @@ func (c *common) setup(getenv func(string) string) (*policy.Policy, classify.Opt
 	if err != nil {
 		return nil, classify.Options{}, err
 	}
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
+	env := classify.Environ(os.Environ())
 	env["PWD"] = abs
 	// As bash -c would decide it: with this environment and no more.
 	o := classify.Options{Policy: p, Cwd: abs, Env: env, EnvComplete: classify.StartsWith(env, false, false), StateDir: sd}

@@ -214,6 +214,20 @@ func realPlaces(dirs []string) map[string]string {
 // maxScript bounds the size of a script the parser reads.
 const maxScript = 1 << 20
 
+// Environ is env (NAME=value entries) as the map [Options.Env] takes:
+// the first entry of a name wins, as it does for bash.
+func Environ(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := m[k]; !dup {
+				m[k] = v
+			}
+		}
+	}
+	return m
+}
+
 // StartsWith reports whether a shell started with env, as a login or
 // interactive shell or not, has exactly env's variables when the step's
 // code begins: no start-up file runs first (~/.profile for a login
