@@ -185,7 +185,7 @@ func (g *gitStep) escalate(b *beyond, st status) int {
 		rec.Notice = fmt.Sprintf("%s, which was not kept: %v changed on the machine meanwhile; %s; run it again", what, conflictPaths(out), back)
 		r.proc.say(rec.Notice)
 		r.finishStep(g.step, *rec, g.start, 0)
-		return 1
+		return exit.Failure
 	}
 	rec.Machine = machineCommits(out)
 	code := st.code

@@ -97,7 +97,7 @@ func main() {
 func serveFront() int {
 	sd := state.Dir("", os.Getenv, os.Getuid())
 	if sd == "" {
-		return 2
+		return exit.Usage
 	}
 	o := front.Options{StateDir: sd}
 	if d, err := time.ParseDuration(os.Getenv("UNDOSH_CLASSIFIER_IDLE")); err == nil && d > 0 {
@@ -117,7 +117,7 @@ func serveFront() int {
 		if o.Logger != nil {
 			o.Logger.Error("front end's server stopped", "err", err)
 		}
-		return 1
+		return exit.Failure
 	}
 	return 0
 }
