@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/internal/unixmode"
 )
 
@@ -376,7 +377,7 @@ func (s leftSet) covers(p string) bool {
 // holds reports whether something below the directory p is in the set.
 func (s leftSet) holds(p string) bool {
 	for x := range s {
-		if strings.HasPrefix(x, p+"/") {
+		if pathglob.Below(x, p) {
 			return true
 		}
 	}

@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/internal/unixmode"
 	"github.com/undosh/undosh/internal/where"
 )
@@ -376,7 +377,7 @@ func (d *differ) isExcluded(name string) bool {
 // leadsToIncluded reports whether an included tree lies below name.
 func (d *differ) leadsToIncluded(name string) bool {
 	for p := range d.included {
-		if strings.HasPrefix(p, name+"/") || name == "/" {
+		if pathglob.Below(p, name) {
 			return true
 		}
 	}

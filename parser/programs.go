@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/undosh/undosh/internal/pathglob"
 )
 
 // baseName returns the program's base name with a version suffix removed
@@ -1473,7 +1475,7 @@ func (w *walker) changed(p string) int {
 			if wr.Redirect {
 				k = rewritten
 			}
-			if k == asRead || wr.Resolved && wr.Path != p && !(wr.Tree && (wr.Path == "/" || strings.HasPrefix(p, wr.Path+"/"))) {
+			if k == asRead || wr.Resolved && wr.Path != p && !(wr.Tree && pathglob.Below(p, wr.Path)) {
 				continue
 			}
 			state = max(state, k)
@@ -1509,7 +1511,7 @@ func (w *walker) runsFile(c *Command, a Arg) {
 func (w *walker) namesWrite(p string) bool {
 	for _, c := range w.facts.Commands {
 		for _, wr := range c.Writes {
-			if !wr.Resolved || wr.Path == p || (wr.Tree && (wr.Path == "/" || strings.HasPrefix(p, wr.Path+"/"))) {
+			if !wr.Resolved || wr.Path == p || (wr.Tree && pathglob.Below(p, wr.Path)) {
 				return true
 			}
 		}

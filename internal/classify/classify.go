@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/internal/pathglob"
 	"github.com/undosh/undosh/parser"
 	"github.com/undosh/undosh/policy"
 )
@@ -177,7 +178,7 @@ func frontEnds() []string {
 	for _, sh := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"} {
 		if real, err := filepath.EvalSymlinks(sh); err == nil {
 			for _, d := range dirs {
-				if real != sh && strings.HasPrefix(real, d+"/") {
+				if real != sh && pathglob.Below(real, d) {
 					out = append(out, sh)
 					break
 				}

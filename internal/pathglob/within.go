@@ -29,3 +29,9 @@ func Within(p, dir string) bool {
 	}
 	return strings.HasPrefix(p, dir+"/")
 }
+
+// Below reports whether p lies strictly inside dir: [Within], and not
+// dir itself.
+func Below(p, dir string) bool {
+	return Within(p, dir) && path.Clean(p) != path.Clean(dir)
+}

@@ -36,6 +36,30 @@ func TestWithin(t *testing.T) {
 	}
 }
 
+func TestBelow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		p, dir string
+		want   bool
+	}{
+		{"/a/b", "/a/b", false},
+		{"/a/b/", "/a/b", false},
+		{"/a/b/c", "/a/b", true},
+		{"/a/bc", "/a/b", false},
+		{"/x", "/", true},
+		{"/", "/", false},
+		{"a/b", "a", true},
+		{"a", "a", false},
+		{"/a/b/..", "/a", false},
+		{"", "/", false},
+	}
+	for _, tt := range tests {
+		if got := Below(tt.p, tt.dir); got != tt.want {
+			t.Errorf("Below(%q, %q) = %v, want %v", tt.p, tt.dir, got, tt.want)
+		}
+	}
+}
+
 // For absolute paths Within agrees with filepath.Rel: p is within dir
 // when the way from dir to p does not climb out.
 func FuzzWithin(f *testing.F) {
