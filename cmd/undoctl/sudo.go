@@ -10,9 +10,8 @@ import (
 	"strings"
 	"syscall"
 
-	"mvdan.cc/sh/v3/syntax"
-
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/shquote"
 	"github.com/undosh/undosh/internal/sudo"
 )
 
@@ -36,7 +35,7 @@ func backSudo(sd string, r journal.Record, io stdio, asJSON, force bool) error {
 		args = append(args, "--json")
 	}
 	args = append(args, strconv.Itoa(r.ID))
-	command := "sudo " + quoteArgs(append([]string{self}, args...))
+	command := "sudo " + shquote.Join(append([]string{self}, args...))
 	path, err := exec.LookPath("sudo")
 	if err == nil {
 		err = sudo.Probe(path)
@@ -82,16 +81,4 @@ func journalAsOwner(dir string) error {
 		return fmt.Errorf("write the journal as its owner: %w", err)
 	}
 	return nil
-}
-
-// quoteArgs joins args for a shell, quoting those that need it.
-func quoteArgs(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		var err error
-		if q[i], err = syntax.Quote(a, syntax.LangBash); err != nil {
-			q[i] = quotePath(a) // bytes no shell word can hold
-		}
-	}
-	return strings.Join(q, " ")
 }
