@@ -23,7 +23,7 @@ import (
 )
 
 // DefaultCopiesDir is where copies live when [Options].StateDir is empty.
-const DefaultCopiesDir = "/var/lib/undosh/fork/copies"
+const DefaultCopiesDir = where.StateDir + "/fork/copies"
 
 // HiddenName is the engine's directory at the top of each real
 // filesystem (on-disk copies, commit journals). Every copy hides it. It
