@@ -1,12 +1,29 @@
-// Package procstate keeps what the caller set up for undosh and the Go
-// runtime changes before main runs: ignored signals (the runtime installs
-// its own handlers, and execve then resets them to the default), the
-// signal mask, and closed standard fds (the runtime opens /dev/null on
-// them, golang/go#60641). A C constructor records them before the runtime
-// starts; [Exec], [StartProcess] and [Files] hand them to the real shell.
+// Package procstate keeps for the real shell what the caller set up for
+// undosh and the Go runtime changes before main runs:
+//
+//   - ignored signals: the runtime installs its own handlers (and execve
+//     resets a handled signal to the default); [Ignore] ignores them again;
+//   - the signal mask: the runtime unblocks on its threads the signals it
+//     needs (SIGINT, SIGTERM, SIGHUP, …); [Exec] and [StartProcess] give
+//     the child the caller's mask;
+//   - closed standard fds: the runtime opens /dev/null on them
+//     (golang/go#60641); [Exec] closes them again, [Files] gives nil for
+//     them.
+//
+// A C constructor records that state before the runtime starts, and
+// [Ignored], [Blocked] and [Closed] report it. The contract: a shell
+// started with Exec, or with StartProcess and Files, after Ignore, sees
+// the signal dispositions, signal mask and standard fds that it would see
+// if the caller had run it directly; syscall.Exec, os.StartProcess and
+// os/exec give it the Go runtime's instead.
+//
+// The package also gives the environment exactly as received
+// ([Environ]: duplicates and entries without "=" kept), the path the
+// kernel was asked to run ([Executed]), and a death by a signal that the
+// runtime would otherwise catch ([DieBy]).
 //
 // Importing this package makes the binary use cgo. Callers must call
-// [Ignore] early in main, before any signal.Notify, so that a signal the
+// Ignore early in main, before any signal.Notify, so that a signal the
 // caller ignored stays ignored by undosh and by every child.
 package procstate
 
