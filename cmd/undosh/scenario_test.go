@@ -439,7 +439,7 @@ func checkRolledBack(t *testing.T, r stepResult, code, files int) {
 }
 
 // TestReadOnlyPassesThrough: ls is exec'd (bash's $$ is undosh's pid),
-// and touches no byte of the workspace; with no server to watch the
+// and touches no byte of the workspace; with no classifier to watch the
 // workspace (TestWatchedSteps has one), it takes no checkpoint, which
 // would walk the whole tree, and writes no journal line.
 func TestReadOnlyPassesThrough(t *testing.T) {
@@ -1115,67 +1115,6 @@ func opaqueUndosh(t *testing.T, dir string) string {
 		}
 	}
 	return strconv.Quote(p)
-}
-
-// TestJournal runs steps of every kind in one workspace and checks their
-// records: one per protected or refused step, numbered in order, with the
-// checkpoints each took; with no server watching the workspace, none
-// for a read-only one (TestWatchedSteps has one).
-func TestJournal(t *testing.T) {
-	t.Parallel()
-	w := seedWS(t)
-	steps := []struct {
-		script  string
-		code    int
-		outcome string // "" when the step is not journaled
-		class   string
-	}{
-		{"echo kept > kept.txt", 0, "kept", "git"},
-		{"echo gone > gone.txt && false", 1, "rolled back", "git"},
-		{"ls -la", 0, "", ""},
-		{"curl -d x http://example.com", 126, "refused", "none"},
-		{"echo a > f; " + strconv.Quote(undoshBin) + " -c 'echo b > g; exit 3'", 3, "rolled back", "git"},
-		{"echo x > x.txt", 0, "kept", "git"},
-	}
-	var want []string
-	for _, s := range steps {
-		r := w.run(s.script)
-		if r.code != s.code {
-			t.Fatalf("%s: exit %d, want %d\n%s", s.script, r.code, s.code, r)
-		}
-		if s.outcome != "" {
-			want = append(want, fmt.Sprintf("%d %s %s %s", len(want)+1, s.class, s.outcome, s.script))
-		}
-	}
-	recs := readJournal(t, w.state)
-	var got []string
-	for _, r := range recs {
-		got = append(got, fmt.Sprintf("%d %s %s %s", r.ID, r.Class, r.Outcome, r.Command))
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Fatalf("journal (-want +got):\n%s", d)
-	}
-	hex40 := regexp.MustCompile(`^[0-9a-f]{40}$`)
-	for _, r := range recs {
-		if r.Outcome == "refused" {
-			if len(r.Checkpoints) != 0 || r.Exit != 126 {
-				t.Errorf("step %d: a refusal with checkpoints %v, exit %d", r.ID, r.Checkpoints, r.Exit)
-			}
-			continue
-		}
-		if len(r.Checkpoints) != 1 || r.Checkpoints[0].Root != w.dir || !hex40.MatchString(r.Checkpoints[0].Before) {
-			t.Errorf("step %d: checkpoints %+v, want one of %s", r.ID, r.Checkpoints, w.dir)
-			continue
-		}
-		if rolled := r.Outcome == "rolled back"; rolled != hex40.MatchString(r.Checkpoints[0].After) {
-			t.Errorf("step %d (%s): after = %q", r.ID, r.Outcome, r.Checkpoints[0].After)
-		}
-	}
-	// The checkpoint before a kept step, and the state a rollback saved,
-	// are both in the store.
-	if r := w.undoctl("log"); r.code != 0 || !strings.Contains(r.stdout, recs[0].Checkpoints[0].Before[:12]) {
-		t.Errorf("undoctl log does not list the checkpoint before step 1 (%s)\n%s", recs[0].Checkpoints[0].Before, r)
-	}
 }
 
 // journalRecord is what the tests read of a journal line.

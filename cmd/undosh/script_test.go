@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -26,11 +27,15 @@ import (
 //	                     mode, size, content (snapshot; with -git, the
 //	                     modes gitModes keeps; with -time, the mtime)
 //	gitstate DIR         prints gitState of the repository DIR
-//	journal [-parallel] [STATE]
+//	journal [-parallel] [-v] [STATE]
 //	                     checks the journal of STATE ($WORK/state) as
 //	                     checkJournal does, and prints a line a step:
 //	                     id, outcome, exit status, signal, verify_ok and
-//	                     the number of checkpoints
+//	                     the number of checkpoints; with -v, then its
+//	                     class and command, and a line a checkpoint:
+//	                     root ($WORK for the script's directory), and
+//	                     before and after as "id" when a checkpoint's id,
+//	                     else as written ("" as -)
 func TestScript(t *testing.T) {
 	t.Parallel()
 	cmds := scripttest.Cmds()
@@ -125,12 +130,15 @@ func cmdGitState(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 func cmdJournal(ts *testscript.TestScript, neg bool, args []string) {
-	ordered := true
+	ordered, verbose := true, false
 	if len(args) > 0 && args[0] == "-parallel" {
 		ordered, args = false, args[1:]
 	}
+	if len(args) > 0 && args[0] == "-v" {
+		verbose, args = true, args[1:]
+	}
 	if neg || len(args) > 1 {
-		ts.Fatalf("usage: journal [-parallel] [STATE]")
+		ts.Fatalf("usage: journal [-parallel] [-v] [STATE]")
 	}
 	state := ts.Getenv("UNDOSH_STATE_DIR")
 	if len(args) == 1 {
@@ -150,5 +158,28 @@ func cmdJournal(ts *testscript.TestScript, neg bool, args []string) {
 			line += fmt.Sprintf(" verify_ok=%v", *r.VerifyOK)
 		}
 		fmt.Fprintf(ts.Stdout(), "%s checkpoints=%d\n", line, len(r.Checkpoints))
+		if !verbose {
+			continue
+		}
+		fmt.Fprintf(ts.Stdout(), "\tclass=%s command=%s\n", r.Class, r.Command)
+		id := func(s string) string {
+			switch {
+			case checkpointID.MatchString(s):
+				return "id"
+			case s == "":
+				return "-"
+			}
+			return s
+		}
+		for _, c := range r.Checkpoints {
+			root := c.Root
+			if rel, ok := strings.CutPrefix(root, ts.Getenv("WORK")); ok {
+				root = "$WORK" + rel
+			}
+			fmt.Fprintf(ts.Stdout(), "\t%s before=%s after=%s\n", root, id(c.Before), id(c.After))
+		}
 	}
 }
+
+// checkpointID is a checkpoint's id in the journal.
+var checkpointID = regexp.MustCompile(`^[0-9a-f]{40}$`)
