@@ -438,36 +438,6 @@ func checkRolledBack(t *testing.T, r stepResult, code, files int) {
 	}
 }
 
-// TestReadOnlyPassesThrough: ls is exec'd (bash's $$ is undosh's pid),
-// and touches no byte of the workspace; with no classifier to watch the
-// workspace (TestWatchedSteps has one), it takes no checkpoint, which
-// would walk the whole tree, and writes no journal line.
-func TestReadOnlyPassesThrough(t *testing.T) {
-	t.Parallel()
-	w := seedWS(t)
-	w.gitState()
-	tree := snapshot(t, w.dir, true)
-	r := w.run(`echo $$; ls`)
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("want exit 0 and nothing on stderr\n%s", r)
-	}
-	first, rest, _ := strings.Cut(r.stdout, "\n")
-	if first != strconv.Itoa(r.pid) {
-		t.Errorf("bash's $$ = %s, undosh's pid = %d: bash did not replace undosh", first, r.pid)
-	}
-	if !strings.Contains(rest, "index.js") {
-		t.Errorf("ls printed %q", rest)
-	}
-	if d := cmp.Diff(tree, snapshot(t, w.dir, true)); d != "" {
-		t.Errorf("workspace changed (-before +after):\n%s", d)
-	}
-	for _, name := range []string{"checkpoints", "journal.jsonl", "active", "pending"} {
-		if _, err := os.Lstat(filepath.Join(w.state, name)); err == nil {
-			t.Errorf("a read-only step created %s in the state directory", name)
-		}
-	}
-}
-
 // writePolicy writes a user policy outside the workspace and returns the
 // environment that selects it.
 func writePolicy(t *testing.T, text string) string {
