@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -447,57 +446,6 @@ func writePolicy(t *testing.T, text string) string {
 		t.Fatal(err)
 	}
 	return "UNDOSH_POLICY=" + p
-}
-
-// TestBack: undoctl back N, several steps later, puts the workspace back
-// as it was before step N.
-func TestBack(t *testing.T) {
-	t.Parallel()
-	w := seedWS(t)
-	var trees []map[string]entry
-	var states []string
-	for _, f := range []string{"index.js", "src/app.js", "README"} {
-		states = append(states, w.gitState())
-		trees = append(trees, snapshot(t, w.dir, false))
-		if r := w.run("echo edited >> " + f); r.code != 0 || r.stderr != "" {
-			t.Fatalf("step editing %s\n%s", f, r)
-		}
-	}
-	r := w.undoctl("back", "2")
-	if r.code != 0 && strings.Contains(r.stderr, `unknown command "back"`) {
-		t.Skip("undoctl back is not implemented yet")
-	}
-	if r.code != 0 {
-		t.Fatalf("undoctl back 2\n%s", r)
-	}
-	if d := cmp.Diff(trees[1], snapshot(t, w.dir, false)); d != "" {
-		t.Errorf("after undoctl back 2 (-before step 2 +now):\n%s", d)
-	}
-	if d := cmp.Diff(states[1], w.gitState()); d != "" {
-		t.Errorf("git state after undoctl back 2 (-before step 2 +now):\n%s", d)
-	}
-	beforeBack1 := snapshot(t, w.dir, false)
-	r = w.undoctl("back", "1")
-	if r.code != 0 {
-		t.Fatalf("undoctl back 1\n%s", r)
-	}
-	if d := cmp.Diff(trees[0], snapshot(t, w.dir, false)); d != "" {
-		t.Errorf("after undoctl back 1 (-before step 1 +now):\n%s", d)
-	}
-	if d := cmp.Diff(states[0], w.gitState()); d != "" {
-		t.Errorf("git state after undoctl back 1 (-before step 1 +now):\n%s", d)
-	}
-	// The undo of the undo: undoctl says how.
-	m := regexp.MustCompile(`undoctl restore -C (\S+) ([0-9a-f]+)`).FindStringSubmatch(r.stderr)
-	if m == nil {
-		t.Fatalf("undoctl back 1 does not say how to undo it\n%s", r)
-	}
-	if r := w.undoctl("restore", "-C", m[1], m[2]); r.code != 0 {
-		t.Fatalf("undoctl restore\n%s", r)
-	}
-	if d := cmp.Diff(beforeBack1, snapshot(t, w.dir, false)); d != "" {
-		t.Errorf("after undoing undoctl back 1 (-before undoctl back 1 +now):\n%s", d)
-	}
 }
 
 // TestUnfinishedRollback: a rollback cut short by SIGKILL is finished by
