@@ -785,118 +785,12 @@ func TestManyParallelSteps(t *testing.T) {
 	}
 }
 
-// TestNesting: undosh run inside a step takes no second checkpoint, even
-// after env -i; egress rules still apply inside; a nested command whose
-// class exceeds its step's is refused.
+// TestNesting: a nested undosh that the outer step cannot see through,
+// run in a machine step's view, writes beyond the workspace as the outer
+// step; the rest of nesting (no second checkpoint, env -i, a refusal or
+// an escalation inside) is testdata/script/nesting.txtar.
 func TestNesting(t *testing.T) {
 	t.Parallel()
-	u := strconv.Quote(undoshBin)
-	t.Run("no second checkpoint", func(t *testing.T) {
-		t.Parallel()
-		w := seedWS(t)
-		r := w.run(`echo a > f; ` + u + ` -c 'echo b > g; false'; true`)
-		if r.code != 0 || r.stderr != "" {
-			t.Errorf("want exit 0 and nothing on stderr\n%s", r)
-		}
-		if w.read("f") != "a\n" || w.read("g") != "b\n" {
-			t.Errorf("f = %q, g = %q; the inner failure must not roll back", w.read("f"), w.read("g"))
-		}
-		recs := readJournal(t, w.state)
-		if len(recs) != 1 || !strings.HasPrefix(recs[0].Command, "echo a > f") || len(recs[0].Checkpoints) != 1 {
-			t.Errorf("journal: want one record, the outer step's, got %+v", recs)
-		}
-	})
-	t.Run("env -i", func(t *testing.T) {
-		t.Parallel()
-		w := seedWS(t)
-		r := w.run(`echo a > f; env -i PATH=/usr/bin:/bin UNDOSH_STATE_DIR=` + w.state + ` HOME=` + w.home + ` ` + u + ` -c 'echo b > g; false'; echo inner=$?`)
-		if r.code != 0 || r.stderr != "" || r.stdout != "inner=1\n" {
-			t.Errorf("want exit 0, inner=1 and nothing on stderr\n%s", r)
-		}
-		if w.read("g") != "b\n" {
-			t.Errorf("the inner failure rolled back g")
-		}
-		recs := readJournal(t, w.state)
-		if len(recs) != 1 {
-			t.Errorf("journal: want one record, the outer step's, got %+v", recs)
-		}
-	})
-	// The inner commands are written by the step itself, so that the outer
-	// undosh cannot read them before it runs: only the nested one judges.
-	// A stale UNDOSH_STEP (a harness's snapshot re-exports the one it was
-	// taken in) does not name the outer step: the process does.
-	t.Run("egress inside", func(t *testing.T) {
-		t.Parallel()
-		w := seedWS(t)
-		bare := filepath.Join(w.root, "origin.git")
-		w.gitIn(w.root, "init", "-q", "--bare", bare)
-		w.git("remote", "add", "origin", bare)
-		script := writeInner(t, w.root, "git push origin main; touch ran\n")
-		u := opaqueUndosh(t, w.root)
-		r := w.run(`echo a > f; UNDOSH_STEP=99 ` + u + ` ` + script + `; echo inner=$?`)
-		if r.code != 0 || r.stdout != "inner=126\n" {
-			t.Errorf("want the inner push refused with 126\n%s", r)
-		}
-		lines := r.undoshLines()
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "undosh: refused: ") || !strings.Contains(lines[0], "rule git-push at policy.yaml (embedded):") ||
-			!strings.HasPrefix(lines[1], "undosh: hint: ") {
-			t.Errorf("want a refusal naming rule git-push and a hint\n%s", r)
-		}
-		if w.exists("ran") {
-			t.Errorf("the refused inner step ran")
-		}
-		if refs := w.gitIn(bare, "for-each-ref"); refs != "" {
-			t.Errorf("the refused push reached the remote: %s", refs)
-		}
-		if !w.exists("f") {
-			t.Errorf("the outer step was rolled back")
-		}
-		recs := readJournal(t, w.state)
-		if len(recs) != 2 || recs[0].Outcome != "refused" || recs[1].Outcome != "kept" || recs[0].Parent != recs[1].ID {
-			t.Errorf("journal: want the refusal (parent: the outer step) and the outer step, got %+v", recs)
-		}
-	})
-	// A refused nested command ran nothing: the step around it is still
-	// its own, and rolls back when it fails.
-	t.Run("refused inside, then failure", func(t *testing.T) {
-		t.Parallel()
-		w := seedWS(t)
-		before := w.gitState()
-		tree := snapshot(t, w.dir, false)
-		script := writeInner(t, w.root, "git push origin main\n")
-		u := opaqueUndosh(t, w.root)
-		r := w.run(`echo a > f; ` + u + ` ` + script + `; false`)
-		if len(r.undoshLines()) != 3 {
-			t.Fatalf("want the refusal, its hint and the rollback\n%s", r)
-		}
-		checkRolledBack(t, stepResult{code: r.code, stderr: r.undoshLines()[2]}, 1, 1)
-		if d := cmp.Diff(tree, snapshot(t, w.dir, false)); d != "" {
-			t.Errorf("workspace after the rollback (-before +after):\n%s", d)
-		}
-		if d := cmp.Diff(before, w.gitState()); d != "" {
-			t.Errorf("git state after the rollback (-before +after):\n%s", d)
-		}
-	})
-	t.Run("escalation", func(t *testing.T) {
-		t.Parallel()
-		w := seedWS(t)
-		script := writeInner(t, w.root, "apt-get install -y foo; touch ran\n")
-		u := opaqueUndosh(t, w.root)
-		// Without a view to hold it, a nested command may not go beyond
-		// the step it runs in.
-		r := w.run(`echo a > f; `+u+` `+script+`; echo inner=$?`, "UNDOSH_ENFORCE=0")
-		if r.code != 0 || r.stdout != "inner=126\n" {
-			t.Errorf("want the inner install refused with 126\n%s", r)
-		}
-		lines := r.undoshLines()
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "undosh: refused: this command needs class fork") ||
-			!strings.Contains(lines[0], "inside a step of class git") || !strings.HasPrefix(lines[1], "undosh: hint: ") {
-			t.Errorf("want a refusal naming the escalation from git to fork\n%s", r)
-		}
-		if w.exists("ran") {
-			t.Errorf("the refused inner step ran")
-		}
-	})
 	t.Run("held by a view", func(t *testing.T) {
 		t.Parallel()
 		needForkEngine(t)

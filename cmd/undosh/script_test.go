@@ -16,7 +16,9 @@ import (
 )
 
 // TestScript runs the end-to-end scripts in testdata/script: undosh is
-// this test binary (TestMain), undoctl the one built for the package.
+// this test binary (TestMain), undoctl the one built for the package (the
+// undosh built for the package is next to it, for a script that needs
+// undosh under another path or name).
 // Each script has its own HOME and state directory ($WORK/home,
 // $WORK/state), and, besides testscript's commands and scripttest's
 // status:
@@ -32,10 +34,11 @@ import (
 //	                     checkJournal does, and prints a line a step:
 //	                     id, outcome, exit status, signal, verify_ok and
 //	                     the number of checkpoints; with -v, then its
-//	                     class and command, and a line a checkpoint:
-//	                     root ($WORK for the script's directory), and
-//	                     before and after as "id" when a checkpoint's id,
-//	                     else as written ("" as -)
+//	                     parent step (if any), class and command, and a
+//	                     line a checkpoint: its root, before and after
+//	                     (each as "id" when a checkpoint's id, else as
+//	                     written, "" as -); the script's directory is
+//	                     $WORK in the command and the root
 func TestScript(t *testing.T) {
 	t.Parallel()
 	cmds := scripttest.Cmds()
@@ -161,7 +164,10 @@ func cmdJournal(ts *testscript.TestScript, neg bool, args []string) {
 		if !verbose {
 			continue
 		}
-		fmt.Fprintf(ts.Stdout(), "\tclass=%s command=%s\n", r.Class, r.Command)
+		if r.Parent != 0 {
+			fmt.Fprintf(ts.Stdout(), "\tparent=%d\n", r.Parent)
+		}
+		fmt.Fprintf(ts.Stdout(), "\tclass=%s command=%s\n", r.Class, strings.ReplaceAll(r.Command, ts.Getenv("WORK"), "$WORK"))
 		id := func(s string) string {
 			switch {
 			case checkpointID.MatchString(s):
