@@ -273,13 +273,25 @@ func Diff(layer Layer, o DiffOptions) (Plan, error) {
 	}
 	var tst unix.Stat_t
 	if err := unix.Lstat(target, &tst); err != nil {
-		// A directory removed on the real machine while the step ran
-		// (by something else) is no change of the step's if the step
-		// wrote nothing under it.
-		if errors.Is(err, unix.ENOENT) && emptyDir(d.plan.Upper) {
-			return d.plan, nil
+		if !errors.Is(err, unix.ENOENT) {
+			return Plan{}, fmt.Errorf("diff: target %s: %w", layer.Target, err)
 		}
-		return Plan{}, fmt.Errorf("diff: target %s: %w", layer.Target, err)
+		// The mount point was removed on the real machine while the
+		// step ran (by something else: another test's tmpfs, a
+		// container's volume). That is no change of the step's if all
+		// its upper holds is what the copy put there itself (mirrored
+		// directories, the hidden engine directory); else the step's
+		// writes there have nowhere to go.
+		wrote, err := d.wroteBelow(".")
+		if err != nil {
+			return Plan{}, err
+		}
+		if wrote || len(d.refused) > 0 {
+			d.refuse(".", "removed on the real machine while the step ran, which wrote below it")
+			return Plan{}, &RefusedError{Problems: d.refused}
+		}
+		d.skip(".", "removed on the real machine while the step ran")
+		return d.plan, nil
 	}
 	if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return Plan{}, fmt.Errorf("diff: target %s is not a directory", layer.Target)
@@ -329,11 +341,27 @@ func (d *differ) unchangedMirror(rel string, a *Attrs) bool {
 // (and paths never committed): nothing is planned. When the step wrote
 // below it, recreating the directory would undo the other removal, so
 // the plan is refused.
-func (d *differ) goneMirror(rel string, a *Attrs, src string) error {
-	n := len(d.plan.Ops)
-	d.add(Op{Kind: OpMkdir, Path: rel, Type: TypeDir, Attrs: a, Src: src})
-	if err := d.children(rel, true); err != nil {
+func (d *differ) goneMirror(rel string) error {
+	wrote, err := d.wroteBelow(rel)
+	if err != nil {
 		return err
+	}
+	if wrote {
+		d.refuse(rel, "removed on the real machine while the step ran, which wrote below it")
+		return nil
+	}
+	d.skip(rel, "removed on the real machine while the step ran")
+	return nil
+}
+
+// wroteBelow plans the content of rel, whose real directory is gone, as
+// new, and reports whether the step left anything there but directories
+// the copy only mirrored and paths never committed. The plan is left as
+// it was.
+func (d *differ) wroteBelow(rel string) (bool, error) {
+	n := len(d.plan.Ops)
+	if err := d.children(rel, true); err != nil {
+		return false, err
 	}
 	wrote := false
 	for _, op := range d.plan.Ops[n:] {
@@ -342,12 +370,7 @@ func (d *differ) goneMirror(rel string, a *Attrs, src string) error {
 		}
 	}
 	d.plan.Ops = d.plan.Ops[:n]
-	if wrote {
-		d.refuse(rel, "removed on the real machine while the step ran, which wrote below it")
-		return nil
-	}
-	d.skip(rel, "removed on the real machine while the step ran")
-	return nil
+	return wrote, nil
 }
 
 // name is how a person sees rel (relative to the target): from the root.
@@ -466,7 +489,7 @@ func (d *differ) entry(rel string, fresh bool) error {
 			}
 			return d.children(rel, fresh)
 		case !fresh && !exists && d.unchangedMirror(rel, a):
-			return d.goneMirror(rel, a, src)
+			return d.goneMirror(rel)
 		case fresh || !exists:
 			fresh = true
 		case opaque == "y" || !tdir:
@@ -763,15 +786,4 @@ func sizeString(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-// emptyDir says whether dir is a directory with nothing in it.
-func emptyDir(dir string) bool {
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	_, err = f.Readdirnames(1)
-	return errors.Is(err, io.EOF)
 }

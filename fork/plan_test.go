@@ -240,9 +240,11 @@ func TestDiffMirrored(t *testing.T) {
 	}
 }
 
-// TestDiffTargetGone checks a layer whose real directory was removed by
-// something else while the step ran: no change of the step's when it
-// wrote nothing there, an error naming the directory when it did.
+// TestDiffTargetGone checks a layer whose real directory (a mount point)
+// was removed by something else while the step ran: no change of the
+// step's when its upper holds only what the copy put there (the hidden
+// engine directory of another engine's copies, directories it mirrored),
+// refused, naming the directory, when the step wrote there.
 func TestDiffTargetGone(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
@@ -250,13 +252,26 @@ func TestDiffTargetGone(t *testing.T) {
 	w.dir("root", 0o755)
 	w.dir("upper", 0o755)
 	target := filepath.Join(base, "root", "gone")
-	p, err := Diff(Layer{Target: target, Upper: w.p("upper"), T0: time.Now()}, DiffOptions{Root: w.p("root")})
+	layer := Layer{Target: target, Upper: w.p("upper"), T0: time.Now()}
+	p, err := Diff(layer, DiffOptions{Root: w.p("root")})
 	if err != nil || len(p.Ops) != 0 {
 		t.Errorf("untouched, gone: %v, %v; want no ops and no error", p.Ops, err)
 	}
-	w.file("upper/new", "new\n", 0o644, tNew)
-	if _, err := Diff(Layer{Target: target, Upper: w.p("upper"), T0: time.Now()}, DiffOptions{Root: w.p("root")}); err == nil || !strings.Contains(err.Error(), target) {
-		t.Errorf("written, gone: %v; want an error naming %s", err, target)
+	w.dir("upper/"+HiddenName, 0o700)
+	w.dir("upper/"+HiddenName+"/copies", 0o700)
+	w.dir("upper/sub", 0o750)
+	o := DiffOptions{Root: w.p("root"), Mirrored: []Mirror{{Path: "/gone/sub", Mode: fs.ModeDir | 0o750, UID: os.Geteuid(), GID: os.Getegid()}}}
+	p, err = Diff(layer, o)
+	if err != nil || len(p.Ops) != 0 {
+		t.Errorf("only the copy's own, gone: %v, %v; want no ops and no error", opLines(p), err)
+	}
+	var refused *RefusedError
+	if _, err := Diff(layer, DiffOptions{Root: w.p("root")}); !errors.As(err, &refused) || refused.Problems[len(refused.Problems)-1].Path != "/gone" {
+		t.Errorf("a directory of the step's own, gone: %v; want /gone refused", err)
+	}
+	w.file("upper/sub/new", "new\n", 0o644, tNew)
+	if _, err := Diff(layer, o); !errors.As(err, &refused) || len(refused.Problems) != 1 || refused.Problems[0].Path != "/gone" {
+		t.Errorf("written, gone: %v; want /gone refused", err)
 	}
 }
 
