@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/flock"
 )
 
 // snapshotFS records what a checkpoint must restore: for each path, its
@@ -216,5 +219,26 @@ func TestGCAndCheck(t *testing.T) {
 	}
 	if _, err := s.Restore(ids[0]); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("restore of a dropped checkpoint: %v, want ErrNotFound", err)
+	}
+}
+
+// With NoWait, an operation that needs the lock another holds fails at
+// once with ErrBusy and writes nothing; once the lock is free it runs.
+func TestNoWait(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	write(t, ws, "a.txt", "a\n")
+	s := openStore(t, ws, Options{NoWait: true})
+	f, err := flock.Lock(filepath.Join(s.Dir(), "lock"), unix.LOCK_EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Checkpoint("held"); !errors.Is(err, ErrBusy) {
+		t.Errorf("checkpoint of a held store: %v, want ErrBusy", err)
+	}
+	f.Close()
+	res, err := s.Checkpoint("free")
+	if err != nil || !res.Changed {
+		t.Errorf("checkpoint once free: %+v, %v", res, err)
 	}
 }

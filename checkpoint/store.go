@@ -46,6 +46,10 @@ type Options struct {
 	// one it was told of, so that it reads only that; when it cannot
 	// tell, the checkpoint walks everything.
 	Watch Watcher
+	// NoWait makes an operation that would wait for another process's
+	// lock on the store fail at once with [ErrBusy]: for a caller that
+	// the lock's holder may be waiting on (the watcher's own server).
+	NoWait bool
 }
 
 // Store is the checkpoint store of one workspace.
@@ -62,6 +66,9 @@ var (
 	ErrBadWorkspace = errors.New("not a workspace undosh can checkpoint")
 	ErrNotFound     = errors.New("no such checkpoint")
 	ErrEmpty        = errors.New("no checkpoint yet")
+	// ErrBusy is another process holding the store's lock, with
+	// [Options].NoWait set.
+	ErrBusy = errors.New("another process holds the checkpoint store's lock")
 )
 
 // headRef is the ref that names the newest checkpoint.
@@ -203,7 +210,13 @@ func (s *Store) locked(exclusive bool, fn func() error) error {
 	if exclusive {
 		how = unix.LOCK_EX
 	}
+	if s.opts.NoWait {
+		how |= unix.LOCK_NB
+	}
 	f, err := flock.Lock(filepath.Join(s.dir, "lock"), how)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return fmt.Errorf("lock store %s: %w", s.dir, ErrBusy)
+	}
 	if err != nil {
 		return fmt.Errorf("lock store: %w", err)
 	}

@@ -15,8 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/enforce"
+	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
@@ -203,6 +205,91 @@ func TestServeWatchRequest(t *testing.T) {
 	}
 	if _, err := watchd.ReadBody(strings.NewReader(string(out[12:])), out[:12]); err != nil {
 		t.Errorf("the watchers' answer %q: %v", out, err)
+	}
+}
+
+// A process holding the workspace's checkpoint store (undosh taking a
+// step's checkpoint, which asks this very server's watcher what changed)
+// does not hold up the server, which answers one request at a time: a
+// read-only step that needs a new checkpoint goes to undosh at once, and
+// once the store is free the server takes the checkpoint and passes the
+// step itself.
+func TestReadOnlyStoreBusy(t *testing.T) {
+	t.Parallel()
+	bash, err := shell.RealShell("bash", os.Getenv, shell.ConfigFile, nil)
+	if err != nil {
+		t.Skipf("no real bash: %v", err)
+	}
+	home, stateDir := t.TempDir(), t.TempDir()
+	cwd := filepath.Join(home, "proj")
+	if err := os.MkdirAll(filepath.Join(cwd, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "UNDOSH_STATE_DIR=" + stateDir, "UNDOSH_POLICY=-",
+		"UNDOSH_ENFORCE=0", "UNDOSH_REAL_BASH=" + bash}
+	envMap := classify.Environ(env)
+	s := newServer(stateDir, "/undosh", slog.New(slog.DiscardHandler))
+	defer s.watch.Close()
+	pol, ok := s.policy(func(k string) string { return envMap[k] }, stateDir)
+	if !ok {
+		t.Fatal("no policy")
+	}
+	// The watcher's first checkpoint walks; from the second on it
+	// tells what changed.
+	o := state.StoreOptions(stateDir, pol, home)
+	o.Watch = s.watch.Watcher(o.Exclude, o.MaxFileSize)
+	st, err := checkpoint.Open(cwd, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, msg := range []string{"the first", "the first watched"} {
+		if _, err := st.Checkpoint(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(cwd, "new"), []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, unchanged := st.Current(); !unchanged {
+			break // the watcher saw the write
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher never saw the write")
+		}
+	}
+	lock, err := flock.Lock(filepath.Join(st.Dir(), "lock"), unix.LOCK_EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() answer {
+		t.Helper()
+		got := make(chan answer, 1)
+		go func() {
+			got <- s.answer(request{argv: []string{"bash", "-c", "ls"}, env: env, cwd: cwd, execfn: "/usr/bin/bash"},
+				&unix.Ucred{Pid: int32(os.Getpid()), Uid: uint32(os.Getuid())})
+		}()
+		select {
+		case a := <-got:
+			return a
+		case <-time.After(time.Minute):
+			t.Fatal("the server waits for the store's lock")
+			return answer{}
+		}
+	}
+	if a := ask(); a.verdict != verdictUndosh {
+		t.Errorf("with the store held: verdict %c (%q), want U", a.verdict, a.text)
+	}
+	if len(s.records) != 0 {
+		t.Errorf("with the store held, %d read-only steps journaled", len(s.records))
+	}
+	lock.Close()
+	if a := ask(); a.verdict != verdictExec || a.text != bash {
+		t.Errorf("with the store free: verdict %c (%q), want E %s", a.verdict, a.text, bash)
+	}
+	if len(s.records) != 1 {
+		t.Errorf("with the store free, %d read-only steps journaled, want 1", len(s.records))
 	}
 }
 

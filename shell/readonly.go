@@ -36,10 +36,12 @@ type readOnlyStep struct {
 // returns its journal record, to append once the step runs. It returns
 // false when the step has no workspace, or its store cannot be written
 // (a sandbox around undosh keeps it read-only): the step runs unrecorded,
-// as it would have before. In the server (s.watch set) it never
-// walks: when the checkpoint would, it returns an error wrapping
-// checkpoint.ErrWouldWalk, and the server hands the step to undosh,
-// so that a walk of a large tree never holds up the other front ends.
+// as it would have before. In the server (s.watch set) it never walks
+// and never waits for the store's lock: when the checkpoint would, it
+// returns an error wrapping checkpoint.ErrWouldWalk or
+// checkpoint.ErrBusy, and the server hands the step to undosh, so that
+// neither a walk of a large tree nor a step holding the store (which
+// may be asking this server's watcher) holds up the other front ends.
 func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 	roots := classify.WorkspaceRoots(s.cwd, s.home)
 	if len(roots) == 0 || s.stateDir == "" || s.watch == nil && !watchd.Answers(state.SocketPath(s.stateDir)) {
@@ -49,10 +51,18 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 		Verdict: policy.Run.String(), Outcome: journal.PassedThrough}
 	o := state.StoreOptions(s.stateDir, s.pol, s.home)
 	if s.watch != nil {
+		// In the front end's server, which answers one request at a
+		// time: a process holding the store's lock may be waiting for
+		// the answer of this very server's watcher, so the checkpoint
+		// never waits for the lock: a busy store goes to undosh.
 		o.Watch = s.watch.Watcher(o.Exclude, o.MaxFileSize)
+		o.NoWait = true
 	}
 	for _, root := range roots {
 		st, err := checkpoint.Open(root, o)
+		if errors.Is(err, checkpoint.ErrBusy) {
+			return journal.Record{}, false, err
+		}
 		if err != nil {
 			continue
 		}
@@ -67,7 +77,7 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 			res, err = st.CheckpointIf("before a read-only step: "+clip(s.command, 200), walks)
 		}
 		st.Close()
-		if s.watch != nil && errors.Is(err, checkpoint.ErrWouldWalk) {
+		if errors.Is(err, checkpoint.ErrWouldWalk) || errors.Is(err, checkpoint.ErrBusy) {
 			return journal.Record{}, false, err
 		}
 		if err != nil {

@@ -10,8 +10,10 @@ import (
 )
 
 // Lock opens (creating, 0600; never through a symlink) the lock file name
-// and waits for how (unix.LOCK_EX or unix.LOCK_SH) on it. Closing the
-// returned file releases the lock.
+// and waits for how (unix.LOCK_EX or unix.LOCK_SH) on it; with
+// unix.LOCK_NB added it does not wait, and fails with unix.EWOULDBLOCK
+// when another holds the lock. Closing the returned file releases the
+// lock.
 func Lock(name string, how int) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
