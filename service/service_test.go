@@ -98,7 +98,7 @@ func sleeper(t *testing.T, dir string) procs.Proc {
 		t.Fatal(err)
 	}
 	go cmd.Wait()
-	p, err := procs.Read(cmd.Process.Pid)
+	p, err := procs.ReadStarted(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	main, err := procs.Read(cmd.Process.Pid)
+	main, err := procs.ReadStarted(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestCheckpointServiceGone(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := procs.Read(cmd.Process.Pid)
+	p, err := procs.ReadStarted(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

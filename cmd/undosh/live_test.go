@@ -282,7 +282,7 @@ func TestLiveKillDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	// It must have run a while to count as a server.
-	p, err := procs.Read(cmd.Process.Pid)
+	p, err := procs.ReadStarted(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

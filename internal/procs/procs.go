@@ -67,6 +67,19 @@ const Root = "/proc"
 // Read reads process pid from /proc.
 func Read(pid int) (Proc, error) { return ReadIn(Root, pid) }
 
+// ReadStarted reads process pid just after an exec.Cmd's Start returned:
+// Start returns once the exec is past its point of no return, a moment
+// before the kernel shows the new argv, so it reads again, for up to
+// 200 ms, until the argv is there.
+func ReadStarted(pid int) (Proc, error) {
+	p, err := Read(pid)
+	for i := 0; err == nil && len(p.Argv) == 0 && i < 200; i++ {
+		time.Sleep(time.Millisecond)
+		p, err = Read(pid)
+	}
+	return p, err
+}
+
 // ReadIn reads process pid from the proc filesystem mounted at root.
 // What a caller may not read of another user's process (its environment,
 // cwd and exe) is left empty; a process that is gone is an error that
@@ -318,13 +331,7 @@ func Start(p Proc, logPath string) (Proc, error) {
 	if err := cmd.Start(); err != nil {
 		return Proc{}, fmt.Errorf("start %s again: %w", p.Command(), err)
 	}
-	q, err := Read(cmd.Process.Pid)
-	// Start returns once the exec is past its point of no return, a
-	// moment before the kernel shows the new argv.
-	for i := 0; err == nil && len(q.Argv) == 0 && i < 200; i++ {
-		time.Sleep(time.Millisecond)
-		q, err = Read(cmd.Process.Pid)
-	}
+	q, err := ReadStarted(cmd.Process.Pid)
 	// Reap it in the background should it end while undosh still runs.
 	go func() { _ = cmd.Wait() }()
 	if err != nil {

@@ -79,7 +79,7 @@ func TestStartAgain(t *testing.T) {
 	go cmd.Wait()
 	var p Proc
 	for { // the shell execs sleep: wait for that event in /proc
-		q, err := Read(cmd.Process.Pid)
+		q, err := ReadStarted(cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestDying(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	p, err := Read(cmd.Process.Pid)
+	p, err := ReadStarted(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func start(t *testing.T, cmd *exec.Cmd) Proc {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	p, err := Read(cmd.Process.Pid)
+	p, err := ReadStarted(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
