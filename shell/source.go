@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/internal/classify"
 )
 
 // maxText is the most text undosh classifies; a longer script is unknown
@@ -162,7 +164,7 @@ func findScript(name, cwd string, getenv func(string) string) (source, error) {
 		if st.Size() > maxText {
 			return source{unseen: fmt.Sprintf("the script %s is larger than %d bytes", c, maxText)}, nil
 		}
-		data, err := readRegular(c)
+		data, err := classify.ReadScript(c)
 		if err != nil {
 			if errors.Is(err, os.ErrPermission) {
 				return source{passThrough: true}, nil // bash cannot read it either
@@ -173,30 +175,6 @@ func findScript(name, cwd string, getenv func(string) string) (source, error) {
 	}
 	// bash reports the missing file (127) and runs nothing.
 	return source{passThrough: true}, nil
-}
-
-// readRegular reads the file name, which must still be the regular file
-// it was when stat'ed: it is opened without waiting (a fifo put in its
-// place would block the open until a writer came, and the front end's
-// server with it) and refused unless regular.
-func readRegular(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is no longer a regular file", name)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxText+1))
-	if err == nil && len(data) > maxText {
-		err = fmt.Errorf("%s grew larger than %d bytes", name, maxText)
-	}
-	return data, err
 }
 
 // readStdin reads a script from fd 0 without taking it from the shell: a

@@ -237,10 +237,19 @@ func StartsWith(env map[string]string, login, interactive bool) bool {
 	return !login && !interactive && env["BASH_ENV"] == "" && env["ENV"] == ""
 }
 
-// ReadScript reads a file for the parser, refusing anything that is not a
-// regular file or is larger than 1 MiB.
+// ReadScript reads a file for the parser (a script the step runs or
+// sources), refusing anything that is not a regular file or is larger
+// than 1 MiB. What is not a regular file is never opened: opening a fifo
+// waits for a writer, and would hold up the front end's server, which
+// reads for every front end. The open itself does not wait either, for a
+// fifo put in the file's place after the stat, which is then refused.
 func ReadScript(name string) ([]byte, error) {
-	f, err := os.Open(name)
+	if st, err := os.Stat(name); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +269,11 @@ func ReadScript(name string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxScript)
 	}
-	return io.ReadAll(io.LimitReader(f, maxScript))
+	data, err := io.ReadAll(io.LimitReader(f, maxScript+1))
+	if err == nil && len(data) > maxScript {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxScript)
+	}
+	return data, err
 }
 
 // PathLookup returns a [parser.Options.LookPath] that searches PATH as
