@@ -244,23 +244,11 @@ func StartsWith(env map[string]string, login, interactive bool) bool {
 // reads for every front end. The open itself does not wait either, for a
 // fifo put in the file's place after the stat, which is then refused.
 func ReadScript(name string) ([]byte, error) {
-	if st, err := os.Stat(name); err != nil {
-		return nil, err
-	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	f, st, err := openRegular(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
 	if st.Size() > maxScript {
 		// A large binary is a program, not a script the parser missed.
 		magic := make([]byte, 4)
@@ -274,6 +262,42 @@ func ReadScript(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxScript)
 	}
 	return data, err
+}
+
+// unwrapped is what err wraps, or err.
+func unwrapped(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
+}
+
+// errNotRegular is a file read for a step's decision that is not a
+// regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name, which must be a regular file, for reading: what
+// is not one is never opened, and the open does not wait (for a fifo put
+// in its place after the stat, which is then refused).
+func openRegular(name string) (*os.File, os.FileInfo, error) {
+	if st, err := os.Stat(name); err != nil {
+		return nil, nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, nil, &os.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = &os.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
 }
 
 // PathLookup returns a [parser.Options.LookPath] that searches PATH as
@@ -444,9 +468,16 @@ func LoadPolicy(name, cacheDir string) (*policy.Policy, error) {
 	if name == "" {
 		return policy.Default(), nil
 	}
-	data, err := os.ReadFile(name)
+	// The caller names the file: in the front end's server, a fifo there
+	// must not hold up the other front ends.
+	f, _, err := openRegular(name)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(f)
+		f.Close()
+	}
 	if err != nil {
-		return nil, &policy.LoadError{File: name, Msg: "cannot read the policy: " + errors.Unwrap(err).Error(),
+		return nil, &policy.LoadError{File: name, Msg: "cannot read the policy: " + unwrapped(err).Error(),
 			Hint: "check the path given by --policy or $UNDOSH_POLICY", Err: err}
 	}
 	p, err := policy.Load(name, data)

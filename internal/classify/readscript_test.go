@@ -1,12 +1,16 @@
 package classify
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/undosh/undosh/policy"
 )
 
 // ReadScript reads a regular file whole and refuses, without waiting,
@@ -52,5 +56,31 @@ func TestReadScript(t *testing.T) {
 	}
 	if _, err := ReadScript(big); err == nil {
 		t.Error("a file over the limit: read, want refused")
+	}
+}
+
+// A policy named by a fifo is refused at once, with the policy's error.
+func TestLoadPolicyFifo(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := LoadPolicy(fifo, "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var le *policy.LoadError
+		if !errors.As(err, &le) || !strings.Contains(le.Msg, "not a regular file") {
+			t.Errorf("a fifo as the policy: %v, want a LoadError saying it is not a regular file", err)
+		}
+	case <-time.After(30 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("LoadPolicy waits for a writer on a fifo")
 	}
 }
