@@ -15,7 +15,6 @@ import (
 	"github.com/undosh/undosh/checkpoint"
 	"github.com/undosh/undosh/internal/classify"
 	"github.com/undosh/undosh/internal/corpus"
-	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/policy"
 	"github.com/undosh/undosh/shell"
 )
@@ -138,25 +137,9 @@ func TestSameDecision(t *testing.T) {
 			defer c.watch.Close()
 			peer := &unix.Ucred{Pid: int32(os.Getpid()), Uid: cf.uid}
 			if cf.workspace {
-				// The workspace's checkpoints walk until the server's
-				// watchers have seen one (the first starts them); from
-				// then on they tell that nothing changed.
-				pol, ok := c.policy(getenv, stateDir)
-				if !ok {
-					t.Fatal("no policy")
-				}
-				o := state.StoreOptions(stateDir, pol, home)
-				o.Watch = c.watch.Watcher(o.Exclude, o.MaxFileSize)
-				st, err := checkpoint.Open(cwd, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, msg := range []string{"the first", "the first watched"} {
-					if _, err := st.Checkpoint(msg); err != nil {
-						t.Fatal(err)
-					}
-				}
-				st.Close()
+				// From here on the server's watcher tells that nothing
+				// changed.
+				watchedStore(t, c, getenv, stateDir, home, cwd)
 			}
 			seen := map[string]int{}
 			for i, cc := range cmds {

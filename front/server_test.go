@@ -208,6 +208,31 @@ func TestServeWatchRequest(t *testing.T) {
 	}
 }
 
+// watchedStore opens the checkpoint store of the workspace cwd as the
+// server's read-only steps see it, and takes its first two checkpoints:
+// the first walks and starts the server's watcher, from the second on the
+// watcher tells what changed. The store closes when the test ends.
+func watchedStore(t *testing.T, s *server, getenv func(string) string, stateDir, home, cwd string) *checkpoint.Store {
+	t.Helper()
+	pol, ok := s.policy(getenv, stateDir)
+	if !ok {
+		t.Fatal("no policy")
+	}
+	o := state.StoreOptions(stateDir, pol, home)
+	o.Watch = s.watch.Watcher(o.Exclude, o.MaxFileSize)
+	st, err := checkpoint.Open(cwd, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, msg := range []string{"the first", "the first watched"} {
+		if _, err := st.Checkpoint(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
 // A process holding the workspace's checkpoint store (undosh taking a
 // step's checkpoint, which asks this very server's watcher what changed)
 // does not hold up the server, which answers one request at a time: a
@@ -230,24 +255,7 @@ func TestReadOnlyStoreBusy(t *testing.T) {
 	envMap := classify.Environ(env)
 	s := newServer(stateDir, "/undosh", slog.New(slog.DiscardHandler))
 	defer s.watch.Close()
-	pol, ok := s.policy(func(k string) string { return envMap[k] }, stateDir)
-	if !ok {
-		t.Fatal("no policy")
-	}
-	// The watcher's first checkpoint walks; from the second on it
-	// tells what changed.
-	o := state.StoreOptions(stateDir, pol, home)
-	o.Watch = s.watch.Watcher(o.Exclude, o.MaxFileSize)
-	st, err := checkpoint.Open(cwd, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for _, msg := range []string{"the first", "the first watched"} {
-		if _, err := st.Checkpoint(msg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st := watchedStore(t, s, func(k string) string { return envMap[k] }, stateDir, home, cwd)
 	if err := os.WriteFile(filepath.Join(cwd, "new"), []byte("new\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
