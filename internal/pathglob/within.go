@@ -20,7 +20,21 @@ func Within(p, dir string) bool {
 	if p == "" || dir == "" {
 		return false
 	}
+	return within(path.Clean(p), path.Clean(dir))
+}
+
+// Below reports whether p lies strictly inside dir: [Within], and not
+// dir itself.
+func Below(p, dir string) bool {
+	if p == "" || dir == "" {
+		return false
+	}
 	p, dir = path.Clean(p), path.Clean(dir)
+	return p != dir && within(p, dir)
+}
+
+// within is Within for clean paths.
+func within(p, dir string) bool {
 	switch {
 	case p == dir:
 		return true
@@ -28,10 +42,4 @@ func Within(p, dir string) bool {
 		return strings.HasPrefix(p, "/")
 	}
 	return strings.HasPrefix(p, dir+"/")
-}
-
-// Below reports whether p lies strictly inside dir: [Within], and not
-// dir itself.
-func Below(p, dir string) bool {
-	return Within(p, dir) && path.Clean(p) != path.Clean(dir)
 }
