@@ -264,21 +264,14 @@ func ReadScript(name string) ([]byte, error) {
 	return data, err
 }
 
-// unwrapped is what err wraps, or err.
-func unwrapped(err error) error {
-	if u := errors.Unwrap(err); u != nil {
-		return u
-	}
-	return err
-}
-
 // errNotRegular is a file read for a step's decision that is not a
 // regular file.
 var errNotRegular = errors.New("not a regular file")
 
 // openRegular opens name, which must be a regular file, for reading: what
 // is not one is never opened, and the open does not wait (for a fifo put
-// in its place after the stat, which is then refused).
+// in its place after the stat, which is then refused). Its errors are
+// *os.PathError.
 func openRegular(name string) (*os.File, os.FileInfo, error) {
 	if st, err := os.Stat(name); err != nil {
 		return nil, nil, err
@@ -477,7 +470,7 @@ func LoadPolicy(name, cacheDir string) (*policy.Policy, error) {
 		f.Close()
 	}
 	if err != nil {
-		return nil, &policy.LoadError{File: name, Msg: "cannot read the policy: " + unwrapped(err).Error(),
+		return nil, &policy.LoadError{File: name, Msg: "cannot read the policy: " + errors.Unwrap(err).Error(),
 			Hint: "check the path given by --policy or $UNDOSH_POLICY", Err: err}
 	}
 	p, err := policy.Load(name, data)
