@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/undosh/undosh/internal/exit"
 )
 
 // Name is the argv[0] under which undosh's executable applies a plan and
@@ -363,9 +365,10 @@ func SyncCommand(pid int, puts []Put) []string {
 // Main is for a main whose argv[0] is [Name]. The constructor always
 // takes such a process over before main runs, in a binary built with
 // glibc or musl; reaching Main means it did not, so Main says so on stderr
-// and returns 126, the status of a plan that could not be applied.
+// and returns [exit.Refused] (126), the status of a plan that could not be
+// applied.
 func Main(stderr io.Writer) int {
 	fmt.Fprintln(stderr, "undosh: error: enforce: the constructor did not run ("+Name+")")
 	fmt.Fprintln(stderr, "undosh: hint: this binary was built without the enforce package's C constructor; the step did not run")
-	return 126
+	return exit.Refused
 }

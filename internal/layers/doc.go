@@ -6,10 +6,13 @@
 //
 // The levels, lowest first:
 //
-//   - leaves import none of undosh's packages: small helpers (atomic
-//     writes, locks, process tables, exit statuses, where things are),
-//     and the parser and the terminal layer, which stand alone;
-//   - engines import leaves only: the policy, the checkpoint store, the
+//   - the base imports none of undosh's packages: the one copy of a rule
+//     every level keeps (undosh's exit statuses, a path inside a
+//     directory), so that no leaf writes its own;
+//   - leaves import the base only: small helpers (atomic writes, locks,
+//     process tables, where things are), and the parser and the terminal
+//     layer, which stand alone;
+//   - engines import leaves and the base: the policy, the checkpoint store, the
 //     local fork engine, the host link's protocol, the file watcher and
 //     the QEMU driver, each testable and reusable without the others;
 //   - the middle joins engines into what the commands do (classifying a

@@ -15,7 +15,8 @@ const module = "github.com/undosh/undosh/"
 type level int
 
 const (
-	leaf level = iota
+	base level = iota
+	leaf
 	engine
 	middle
 	shellLevel
@@ -24,21 +25,25 @@ const (
 	top
 )
 
-var levelNames = [...]string{"leaf", "engine", "middle", "shell", "server", "test support", "top"}
+var levelNames = [...]string{"base", "leaf", "engine", "middle", "shell", "server", "test support", "top"}
 
 // table gives every package of the module its level. A package may
 // import packages of lower levels; the middle may also import the
-// middle. bench/ is top but for its helpers.
+// middle. bench/ is top but for its helpers. The base imports nothing of
+// the module: it is the one copy of a rule every level keeps (a path
+// inside a directory, undosh's exit statuses), so that a leaf need not
+// write its own.
 var table = map[string]level{
+	"internal/exit":     base, // undohost and every leaf link it; it must not pull in the policy
+	"internal/pathglob": base, // "is p inside dir", decided once (the parser and the engines ask it)
+
 	".":                    leaf, // the module's root: policy.yaml, for policy to embed
 	"internal/atomicfile":  leaf,
 	"internal/corpus":      leaf,
 	"internal/enforce":     leaf, // linked into every binary (the kernel's hold on a step)
-	"internal/exit":        leaf, // undohost links it; it must not pull in the policy
 	"internal/flock":       leaf,
 	"internal/frontend":    leaf,
 	"internal/handover":    leaf,
-	"internal/pathglob":    leaf,
 	"internal/procs":       leaf,
 	"internal/procstate":   leaf,
 	"internal/realshell":   leaf, // the shell and doctor look for the real shells the same way
