@@ -495,6 +495,30 @@ func (m *Machine) Fork(ctx context.Context, dir string) (_ *Machine, t ForkTimes
 	return c, t, nil
 }
 
+// ErrStalled is a machine that QEMU stopped because a write to its disk
+// failed (status io-error): QEMU stops a guest rather than lose the
+// write, typically when the disk that holds the layers is full.
+var ErrStalled = errors.New("QEMU stopped it when a write to its disk failed (io-error)")
+
+// Unstall lets m go on if QEMU stopped it on a failed disk write; QEMU
+// retries the write. It returns [ErrStalled] when the write fails again
+// (the disk is still full), and nil when m runs or was never stalled.
+func (m *Machine) Unstall() error {
+	st, err := m.qmp.Status(10 * time.Second)
+	if err != nil || st != "io-error" {
+		return err
+	}
+	if _, err := m.qmp.Do("cont", nil, 10*time.Second); err != nil {
+		return fmt.Errorf("%w: go on: %w", ErrStalled, err)
+	}
+	// The retried write fails, if it does, before QEMU answers a
+	// command that follows it.
+	if st, err = m.qmp.Status(10 * time.Second); err == nil && st == "io-error" {
+		err = ErrStalled
+	}
+	return err
+}
+
 // cont lets m run again after a migration from it: once QEMU has left
 // finish-migrate (the COMPLETED event comes a moment before), which
 // refuses cont.

@@ -254,7 +254,9 @@ func (h *Host) open(id string) (*qemu.Machine, error) {
 
 // capture takes the sandbox's lock at once (a second fork or
 // checkpoint is refused) and attaches to its VM, for a command that
-// captures it; unlock lets both go.
+// captures it; unlock lets both go. A VM that QEMU stopped when its disk
+// was full goes on first, if there is room again: a copy or a checkpoint
+// of a stopped VM would be stopped too.
 func (h *Host) capture(name string) (_ *qemu.Machine, unlock func(), _ error) {
 	l, err := h.lock(name, false)
 	if err != nil {
@@ -269,6 +271,11 @@ func (h *Host) capture(name string) (_ *qemu.Machine, unlock func(), _ error) {
 	if err != nil {
 		l.Close()
 		return nil, nil, fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	if err := m.Unstall(); err != nil {
+		m.QMP().Close()
+		l.Close()
+		return nil, nil, fmt.Errorf("sandbox %s: its VM %s: %w%s", name, sb.VM, err, diskHint(err, h.Root))
 	}
 	return m, func() { m.QMP().Close(); l.Close() }, nil
 }

@@ -244,6 +244,27 @@ func TestDiskFull(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(small, "fill"), make([]byte, fill), 0o600); err != nil && !errors.Is(err, unix.ENOSPC) {
 		t.Fatal(err)
 	}
+	// The guest writes to its disk meanwhile: QEMU stops it rather than
+	// lose the write (io-error), and the write must land once there is
+	// room.
+	m, err := h.open(sb.VM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := m.QMP().Status(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := status != "io-error" // or the guest's own writes stopped it already
+	if wrote {
+		if out, code, err := v.Run("(dd if=/dev/urandom of=/root/big bs=1M count=8 conv=fsync && touch /root/big.done) </dev/null >/dev/null 2>&1 &", time.Minute); err != nil || code != 0 {
+			t.Fatalf("a write in the guest: %q %d %v", out, code, err)
+		}
+		if _, err := m.QMP().WaitEvent("BLOCK_IO_ERROR", nil, time.Minute); err != nil {
+			t.Fatalf("the guest's write onto a full disk: %v", err)
+		}
+	}
+	m.QMP().Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := h.Fork(ctx, "sb", "op1"); err == nil || !strings.Contains(err.Error(), "is full") {
@@ -261,11 +282,15 @@ func TestDiskFull(t *testing.T) {
 	if now, _ := h.ReadSandbox("sb"); now.VM != sb.VM {
 		t.Errorf("the sandbox's VM changed: %s, was %s", now.VM, sb.VM)
 	}
+	// With room again, a fork works; the sandbox's VM goes on first, and
+	// the write it stopped on lands.
+	if _, err := h.Fork(ctx, "sb", "op2"); err != nil {
+		t.Errorf("a fork once there is room: %v", err)
+	}
 	if out, code, err := v.Run("echo alive", time.Minute); err != nil || code != 0 || strings.TrimSpace(out) != "alive" {
 		t.Errorf("the sandbox's VM after the failures: %q %d %v", out, code, err)
 	}
-	// And with room again, a fork works.
-	if _, err := h.Fork(ctx, "sb", "op2"); err != nil {
-		t.Errorf("a fork once there is room: %v", err)
+	if out, code, err := v.Run("while [ ! -e /root/big.done ]; do sleep 0.1; done; stat -c %s /root/big", time.Minute); wrote && (err != nil || code != 0 || strings.TrimSpace(out) != "8388608") {
+		t.Errorf("the guest's write after the disk had room: %q %d %v", out, code, err)
 	}
 }
