@@ -618,6 +618,10 @@ func TestParseWrites(t *testing.T) {
 	}{
 		{name: "rm -rf", in: "rm -rf build", want: []parser.Write{file("/w/build")}},
 		{name: "rm several", in: "rm -f a /tmp/b -- -c", want: []parser.Write{file("/w/a"), file("/tmp/b"), file("/w/-c")}},
+		{name: "rm -- first", in: "rm -- -rf", want: []parser.Write{file("/w/-rf")}},
+		{name: "rm -f --", in: "rm -f -- -x a", want: []parser.Write{file("/w/-x"), file("/w/a")}},
+		{name: "touch --", in: "touch -- -n", want: []parser.Write{file("/w/-n")}},
+		{name: "truncate -s --", in: "truncate -s 0 -- -f", want: []parser.Write{into(file("/w/-f"))}},
 		{name: "rm glob", in: "rm -f build/*.o", want: []parser.Write{tree("/w/build")}},
 		{name: "cp", in: "cp a b", want: []parser.Write{into(tree("/w/b"))}},
 		{name: "cp into a directory", in: "cp -r a b dir", want: []parser.Write{into(tree("/w/dir"))}},

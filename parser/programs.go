@@ -656,7 +656,7 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 			break
 		}
 	}
-	opts, ops, ok := ws.spec.scan(c.Argv[1:])
+	opts, ops, ok, ended := ws.spec.scanEnd(c.Argv[1:])
 	if !ok {
 		// An option we cannot read may name another target.
 		c.Writes = append(c.Writes, Write{Path: c.Text})
@@ -665,6 +665,9 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 	// Options may follow operands (GNU getopt permutes): collect the
 	// options among the operands too.
 	var operands []Arg
+	if ended {
+		operands, ops = ops, nil
+	}
 	for i := 0; i < len(ops); i++ {
 		a := ops[i]
 		if !a.Dynamic && len(a.Value) > 1 && a.Value[0] == '-' && a.Value != "--" {

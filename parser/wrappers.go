@@ -26,20 +26,27 @@ type optSpec struct {
 // scan splits args into the options before the first operand and the rest.
 // ok is false when an option word is dynamic, since its meaning is unknown.
 func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
+	opts, rest, ok, _ = sp.scanEnd(args)
+	return opts, rest, ok
+}
+
+// scanEnd is scan, and says whether the options ended at "--": then every
+// word of rest is an operand, "-x" as much as "x".
+func (sp optSpec) scanEnd(args []Arg) (opts []opt, rest []Arg, ok, ended bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		v := a.Value
 		if a.Dynamic {
 			if strings.HasPrefix(v, "-") || strings.HasPrefix(v, "\"-") || strings.HasPrefix(v, "'-") {
-				return opts, args[i:], false
+				return opts, args[i:], false, false
 			}
-			return opts, args[i:], !looksLikeOption(v)
+			return opts, args[i:], !looksLikeOption(v), false
 		}
 		if v == "--" {
-			return opts, args[i+1:], true
+			return opts, args[i+1:], true, true
 		}
 		if len(v) < 2 || v[0] != '-' {
-			return opts, args[i:], true
+			return opts, args[i:], true, false
 		}
 		if strings.HasPrefix(v, "--") {
 			name, after, has := strings.Cut(v, "=")
@@ -70,7 +77,7 @@ func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
 			}
 		}
 	}
-	return opts, nil, true
+	return opts, nil, true, false
 }
 
 // split is scan for programs that take options after operands too (GNU
@@ -79,14 +86,14 @@ func (sp optSpec) scan(args []Arg) (opts []opt, rest []Arg, ok bool) {
 func (sp optSpec) split(args []Arg) (opts []opt, ops []Arg, ok bool) {
 	ok = true
 	for len(args) > 0 {
-		o, rest, sure := sp.scan(args)
+		o, rest, sure, ended := sp.scanEnd(args)
 		opts = append(opts, o...)
 		ok = ok && sure
+		if ended {
+			return opts, append(ops, rest...), ok
+		}
 		if len(rest) == 0 {
 			break
-		}
-		if len(rest) < len(args) && args[len(args)-len(rest)-1].Value == "--" && !args[len(args)-len(rest)-1].Dynamic {
-			return opts, append(ops, rest...), ok
 		}
 		ops = append(ops, rest[0])
 		args = rest[1:]
