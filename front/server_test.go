@@ -173,11 +173,34 @@ func TestServeRequests(t *testing.T) {
 		}
 	}
 
+	// A workspace in a writable path (here /tmp) is held read-only by
+	// the plan, where a mount namespace is made.
+	ws := t.TempDir()
+	envMap := classify.Environ(env("1"))
+	getenv := func(k string) string { return envMap[k] }
+	watchedStore(t, s, getenv, stateDir, home, ws)
+	out, err := exchange(t, s, frame(encodeRequest(request{argv: []string{"bash", "-c", "ls"}, env: env("1"), cwd: ws, execfn: "/usr/bin/bash"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := s.policy(getenv, stateDir)
+	real, _ := filepath.EvalSymlinks(ws)
+	want, err := enforce.Encode(enforce.Plan{Class: "none", Shell: bash, Writable: shell.ReadOnlyWritable(pol, home, stateDir), Held: []string{real}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if verdict, text := parseAnswer(t, out); verdict != 'L' || text != want {
+		t.Errorf("a read-only step in a workspace in /tmp: %c %q, want L %q", verdict, text, want)
+	}
+	for len(s.records) > 0 {
+		<-s.records
+	}
+
 	// A rollback to finish first: undosh finishes it.
 	if err := os.MkdirAll(journal.PendingDir(stateDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exchange(t, s, bashC("ls", "0"))
+	out, err = exchange(t, s, bashC("ls", "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

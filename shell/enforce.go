@@ -117,6 +117,11 @@ func makeScratch(s, p string) bool {
 // limit is a step's shell started under its class's limit.
 type limit struct {
 	writable []string
+	// exposed are the workspace roots of a read-only step that lie in a
+	// writable path and that the kernel cannot hold read-only here
+	// (Landlock grants whole trees): its checkpoint is all that undoes
+	// a wrong guess there.
+	exposed []string
 	// copy holds the layers of a capture view; nil for a hard limit.
 	copy *fork.Copy
 	path string
@@ -168,6 +173,9 @@ func (r *run) contain(c policy.Class, argv, env []string) (*limit, string) {
 			return nil, sudoKept
 		}
 		plan.Writable = w // Auto: the kernel's hard limit, whichever works
+		if c == policy.None {
+			plan.Mode, plan.Held, l.exposed = holdRoots(mode, r.dec.Roots, r.cwd, r.proc.Getenv("HOME"), w)
+		}
 	}
 	path, nargv, nenv, err := enforce.Command(self, plan, argv, env)
 	if err != nil {
@@ -203,6 +211,39 @@ func captureView(shared []string) (*fork.Copy, *enforce.View, error) {
 		v.Hidden = append(v.Hidden, copies)
 	}
 	return cp, v, nil
+}
+
+// holdRoots decides, for a read-only step run under the limit mode with
+// writable paths w, what happens to its workspace roots that lie in a
+// writable path ([HeldRoots]): a mount namespace holds them read-only all
+// the same (held); where only Landlock can hold the step, nothing can,
+// and they are exposed.
+func holdRoots(mode enforce.Mode, roots []string, cwd, home string, w []string) (_ enforce.Mode, held, exposed []string) {
+	in := HeldRoots(roots, cwd, home, w)
+	if len(in) == 0 {
+		return mode, nil, nil
+	}
+	if _, err := enforce.Probe(enforce.MountNS); err != nil || mode == enforce.Landlock {
+		return mode, nil, in
+	}
+	return enforce.MountNS, in, nil
+}
+
+// HeldRoots lists, resolved, the workspace roots of a read-only step
+// (roots, else those of cwd) that lie in one of its writable paths w (a
+// project in /tmp): its limit must hold them read-only as an exception
+// ([enforce.Plan].Held), or the kernel does not keep the step off them.
+func HeldRoots(roots []string, cwd, home string, w []string) []string {
+	if len(roots) == 0 {
+		roots = classify.WorkspaceRoots(cwd, home)
+	}
+	var in []string
+	for _, root := range roots {
+		if real, err := filepath.EvalSymlinks(root); err == nil && under(real, w) {
+			in = append(in, real)
+		}
+	}
+	return in
 }
 
 // layerSockets lists the Unix sockets bound to paths outside the trees
@@ -244,7 +285,7 @@ func (r *run) protectNone() int {
 	p := r.proc
 	l, why := r.contain(policy.None, p.Argv, p.Environ)
 	if l != nil {
-		r.beforePlain()
+		r.beforePlain(l.exposed)
 		return p.execAs(l.path, l.argv, l.env, r.src)
 	}
 	if why != sudoKept {

@@ -3,6 +3,8 @@ package shell
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/undosh/undosh/checkpoint"
@@ -30,6 +32,10 @@ type readOnlyStep struct {
 	// walk for every read-only step would cost more than the step: the
 	// server is what makes it cheap).
 	watch *watchd.Service
+	// exposed are the workspace roots that the step's limit leaves
+	// writable (see holdRoots): each is checkpointed all the same,
+	// walking if it must, since nothing else undoes a wrong guess there.
+	exposed []string
 }
 
 // readOnlyCheckpoint checkpoints the workspace of a read-only step and
@@ -44,7 +50,7 @@ type readOnlyStep struct {
 // may be asking this server's watcher) holds up the other front ends.
 func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 	roots := classify.WorkspaceRoots(s.cwd, s.home)
-	if len(roots) == 0 || s.stateDir == "" || s.watch == nil && !watchd.Answers(state.SocketPath(s.stateDir)) {
+	if len(roots) == 0 || s.stateDir == "" || s.watch == nil && len(s.exposed) == 0 && !watchd.Answers(state.SocketPath(s.stateDir)) {
 		return journal.Record{}, false, nil
 	}
 	rec := journal.Record{Time: time.Now(), PID: s.pid, Cwd: s.cwd, Command: clip(s.command, maxCommand), Class: policy.None.String(),
@@ -71,8 +77,11 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 			res.ID = id // nothing changed since the newest checkpoint
 		} else {
 			walks := checkpoint.WalkWhenWatched
-			if s.watch != nil {
+			switch {
+			case s.watch != nil:
 				walks = checkpoint.WalkNever
+			case exposed(root, s.exposed):
+				walks = checkpoint.WalkAlways
 			}
 			res, err = st.CheckpointIf("before a read-only step: "+clip(s.command, 200), walks)
 		}
@@ -86,6 +95,13 @@ func readOnlyCheckpoint(s readOnlyStep) (journal.Record, bool, error) {
 		rec.Points = append(rec.Points, journal.Checkpoint{Root: st.Workspace(), Before: res.ID, Walk: res.Walk})
 	}
 	return rec, len(rec.Points) > 0, nil
+}
+
+// exposed reports whether root is one of the roots given (resolved, as
+// holdRoots gives them).
+func exposed(root string, roots []string) bool {
+	real, err := filepath.EvalSymlinks(root)
+	return err == nil && slices.Contains(roots, real)
 }
 
 // journalReadOnly numbers and journals a read-only step.
@@ -105,13 +121,14 @@ func journalReadOnly(stateDir string, rec journal.Record) error {
 }
 
 // beforePlain checkpoints and journals a read-only step undosh itself
-// passes to the real shell.
-func (r *run) beforePlain() {
+// passes to the real shell; exposed are the roots its limit leaves
+// writable.
+func (r *run) beforePlain(exposed []string) {
 	if r.dec.Own || r.stateDir == "" {
 		return
 	}
 	text, _ := r.commandText()
-	rec, ok, _ := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.proc.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid()})
+	rec, ok, _ := readOnlyCheckpoint(readOnlyStep{stateDir: r.stateDir, pol: r.pol, home: r.proc.Getenv("HOME"), cwd: r.cwd, command: text, pid: os.Getpid(), exposed: exposed})
 	if ok {
 		journalReadOnly(r.stateDir, rec)
 	}

@@ -235,7 +235,7 @@ func (r *run) main() int {
 	}
 	switch r.decide() {
 	case RoutePlain:
-		r.beforePlain()
+		r.beforePlain(nil)
 		return p.exec(r.real, r.src)
 	case RouteLimited:
 		return r.protectNone()

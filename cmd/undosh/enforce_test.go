@@ -584,3 +584,107 @@ func TestEnforceSudoNonRoot(t *testing.T) {
 		t.Errorf("sudo through PATH, as nobody, under enforcement: %+v", r)
 	}
 }
+
+// A read-only step whose workspace lies in a scratch path (a project in
+// /tmp, which every step may write) is held off the workspace all the
+// same. As root a mount namespace keeps the workspace read-only and the
+// rest of /tmp writable. As nobody, under Landlock, which grants whole
+// trees, nothing can: the workspace is checkpointed first, walking, so
+// that undoctl back undoes the wrong guess.
+func TestEnforceReadOnlyInScratch(t *testing.T) {
+	needEnforcement(t)
+	if os.Getuid() != 0 {
+		t.Skip("the test runs undosh as root and as nobody, which needs root")
+	}
+	base, err := os.MkdirTemp("/tmp", "undosh-in-scratch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	bin := filepath.Join(base, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A program the policy wrongly calls read-only: it writes a file in
+	// /tmp outside the workspace, then the workspace's kept.txt.
+	if err := os.WriteFile(filepath.Join(bin, "undosh-report"), []byte("#!/bin/bash\necho scratch > \"$SCRATCH\"\necho changed > kept.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(base, "policy.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\ntrusted_dirs: ["+bin+"]\nrules:\n  - name: report-is-read-only\n    programs: [undosh-report]\n    class: none\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o755)
+	for _, who := range []struct {
+		name string
+		uid  int
+	}{{"root", 0}, {"nobody", 65534}} {
+		t.Run(who.name, func(t *testing.T) {
+			dir := filepath.Join(base, who.name)
+			ws, home, state := filepath.Join(dir, "ws"), filepath.Join(dir, "home"), filepath.Join(dir, "state")
+			for _, d := range []string{ws, home, state} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("before\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, who.uid, who.uid) })
+			scratch := filepath.Join(dir, "scratch.txt")
+			env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home, "UNDOSH_STATE_DIR=" + state, "UNDOSH_POLICY=" + pol,
+				"UNDOSH_REAL_BASH=/bin/bash", "SCRATCH=" + scratch}
+			run := func(name string, argv ...string) ran {
+				t.Helper()
+				cmd := exec.Command(name, argv...)
+				cmd.Dir, cmd.Env = ws, env
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(who.uid), Gid: uint32(who.uid)}}
+				return runCmd(t, cmd)
+			}
+			if c := run(undoctlBin, "explain", "undosh-report"); !strings.Contains(c.stdout, "class:     none") {
+				t.Fatalf("the test policy does not make undosh-report read-only:\n%s%s", c.stdout, c.stderr)
+			}
+			got := run(undoshBin, "-c", "undosh-report")
+			if b, err := os.ReadFile(scratch); err != nil || string(b) != "scratch\n" {
+				t.Errorf("the write to /tmp outside the workspace was stopped: %q, %v (%+v)", b, err, got)
+			}
+			kept, _ := os.ReadFile(filepath.Join(ws, "kept.txt"))
+			if m, _ := enforce.Probe(enforce.Auto); who.uid == 0 && m == enforce.MountNS {
+				if got.code == 0 || !strings.Contains(got.stderr, "kept.txt: Read-only file system") || string(kept) != "before\n" {
+					t.Errorf("as root, the workspace in /tmp was not held read-only: kept.txt %q, %+v", kept, got)
+				}
+				if fastBin == "" {
+					return
+				}
+				// Through the front end, whose server answers with a
+				// plan that holds the workspace (its kept namespaces
+				// hold none).
+				serverFor(t, state)
+				warm(t, state, func() { runWith(t, fastBin, ws, env, "bash", "-c", "true") })
+				os.Remove(scratch)
+				got = runWith(t, fastBin, ws, env, "bash", "-c", "undosh-report")
+				kept, _ = os.ReadFile(filepath.Join(ws, "kept.txt"))
+				if got.code == 0 || !strings.Contains(got.stderr, "kept.txt: Read-only file system") || string(kept) != "before\n" {
+					t.Errorf("through the front end, the workspace in /tmp was not held read-only: kept.txt %q, %+v\n%s", kept, got, readLog(t, state))
+				}
+				if b, err := os.ReadFile(scratch); err != nil || string(b) != "scratch\n" {
+					t.Errorf("through the front end, the write to /tmp outside the workspace was stopped: %q, %v", b, err)
+				}
+				return
+			}
+			if got.code != 0 || string(kept) != "changed\n" {
+				t.Fatalf("as %s, under Landlock, the step: kept.txt %q, %+v", who.name, kept, got)
+			}
+			recs := journalRecords(t, env)
+			if len(recs) != 1 || recs[0]["class"] != "none" {
+				t.Fatalf("journal %v: want the read-only step, with its checkpoint", recs)
+			}
+			if back := run(undoctlBin, "back", "1"); back.code != 0 {
+				t.Fatalf("undoctl back 1: %+v", back)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
+				t.Errorf("kept.txt = %q after undoctl back 1", b)
+			}
+		})
+	}
+}

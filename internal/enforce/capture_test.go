@@ -183,7 +183,11 @@ func FuzzPlan(f *testing.F) {
 	f.Add("git", "/bin/bash", "/w s", "/tmp", "/v", "/", true, false)
 	f.Add("none", "/usr/bin/bash", "/a\nb", "/c:d,e\\f", "/root/x", "/home", false, true)
 	f.Fuzz(func(t *testing.T, class, shell, a, b, root, layer string, capture, ro bool) {
+		// ro, without a view: b is held as well as writable.
 		p := Plan{Class: class, Shell: shell, Writable: []string{a, b}}
+		if ro {
+			p.Held = []string{b}
+		}
 		if capture {
 			p = Plan{Class: class, Shell: shell, Mode: Capture, View: &View{
 				Root:    root,
@@ -206,6 +210,9 @@ func FuzzPlan(f *testing.F) {
 			t.Errorf("mode %v class %q, want %v %q", mode, gotClass, p.Mode, class)
 		}
 		want := []string{"s" + shell, "w" + a, "w" + b}
+		if ro {
+			want = append(want, "x"+b)
+		}
 		if capture {
 			lt := "o"
 			if ro {
@@ -232,6 +239,8 @@ func FuzzDecodePlan(f *testing.F) {
 		"2 capture none s9:/bin/bash r2:/v o1:/ u2:/u k2:/k b5:/proc w4:/tmp B2:/s R4:/sys P4:/dev",
 		"2 ns none s9:/bin/bash w99999999999999999999:/",
 		"2 capture git s1:/ r2:/v u2:/u",
+		"2 ns none s9:/bin/bash w4:/tmp x6:/tmp/w",
+		"2 landlock none s9:/bin/bash w4:/tmp x6:/tmp/w",
 	} {
 		f.Add(s)
 	}

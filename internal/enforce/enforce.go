@@ -64,6 +64,13 @@ type Plan struct {
 	// when the plan is applied; a path that does not exist then is
 	// skipped.
 	Writable []string
+	// Held lists paths beneath a writable one that stay read-only: the
+	// workspace of a read-only step that lies in a scratch path (a
+	// project in /tmp). Only a mount namespace can hold them (Landlock
+	// grants whole trees, with no exception beneath): under [Auto] they
+	// are held if it picks one, and the plan of any other mode may not
+	// name them. A held path that does not exist is skipped.
+	Held []string
 	// Shell is the program to run once the plan is in place, the real
 	// shell. Empty means argv[0], which must then be its absolute path;
 	// set it whenever argv[0] is a name (a login shell's "-bash").
@@ -248,6 +255,12 @@ func (p Plan) encode(shell string) (string, error) {
 		for _, w := range p.Writable {
 			field('w', "writable path", w)
 		}
+		if len(p.Held) > 0 && p.Mode != MountNS && p.Mode != Auto {
+			return "", errors.New("a held path needs the ns mechanism: Landlock cannot make an exception beneath a writable tree")
+		}
+		for _, h := range p.Held {
+			field('x', "held path", h)
+		}
 		return b.String(), err
 	}
 	if len(p.Writable) > 0 {
@@ -314,6 +327,9 @@ func decodePlan(s string) (mode Mode, class string, fields []string, err error) 
 	} else {
 		for _, w := range unsafe.Slice(p.writable, p.nwritable) {
 			fields = append(fields, "w"+C.GoString(w))
+		}
+		for _, h := range unsafe.Slice(p.held, p.nheld) {
+			fields = append(fields, "x"+C.GoString(h))
 		}
 	}
 	return Mode(p.mode), C.GoString(p.class), fields, nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	creackpty "github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // The tests run steps through the test binary itself: it links this
@@ -191,6 +192,49 @@ func TestNoneStep(t *testing.T) {
 				t.Errorf("scratch write: %q, %v", b, err)
 			}
 		})
+	}
+}
+
+// TestHeld checks that a held path stays read-only, with the mounts
+// beneath it, though it lies in a writable one (a read-only step's
+// workspace in /tmp), and that the rest of that writable path stays
+// writable.
+func TestHeld(t *testing.T) {
+	for _, m := range []Mode{MountNS, Auto} {
+		t.Run(m.String(), func(t *testing.T) { testHeld(t, m) })
+	}
+}
+
+func testHeld(t *testing.T, m Mode) {
+	needMode(t, MountNS)
+	scratch := workspace(t)
+	ws := filepath.Join(scratch, "ws")
+	sub := filepath.Join(ws, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+	r := step(t, Plan{Class: "none", Writable: []string{scratch}, Held: []string{ws, filepath.Join(scratch, "absent")}, Mode: m}, `
+		echo yes > "$SCRATCH/free" && echo scratch ok
+		echo no > "$WS/f" || echo ws blocked
+		echo no > "$WS/sub/f" || echo sub blocked
+		cd "$WS" && { echo no > rel || echo relative blocked; }
+		`, []string{"WS=" + ws, "SCRATCH=" + scratch}, nil)
+	for _, want := range []string{"scratch ok", "ws blocked", "sub blocked", "relative blocked"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout %q lacks %q (stderr %q)", r.stdout, want, r.stderr)
+		}
+	}
+	for _, p := range []string{filepath.Join(ws, "f"), filepath.Join(sub, "f"), filepath.Join(ws, "rel")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the none step wrote %s, which it held", p)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(scratch, "free")); err != nil || string(b) != "yes\n" {
+		t.Errorf("scratch write: %q, %v", b, err)
 	}
 }
 
@@ -522,7 +566,8 @@ func TestBadPlan(t *testing.T) {
 		{"no shell", "2 auto git", "no shell"},
 		{"two shells", "2 auto git s9:/bin/bash s9:/bin/bash", "two shells"},
 		{"untagged", "2 auto git 9:/bin/bash", "malformed field"},
-		{"unknown tag", "2 auto git s9:/bin/bash x4:/tmp", "unknown field"},
+		{"unknown tag", "2 auto git s9:/bin/bash q4:/tmp", "unknown field"},
+		{"held with landlock", "2 landlock none s9:/bin/bash w4:/tmp x6:/tmp/w", "a held path needs the ns mechanism"},
 		{"relative shell", "2 auto git s4:bash", "relative path"},
 		{"short", "2 auto git s99:/bin/bash", "truncated field"},
 		{"trailing", "2 auto git s9:/bin/bashX", "malformed field"},
@@ -594,6 +639,8 @@ func TestCommand(t *testing.T) {
 		{"root writable", Plan{Class: "git", Shell: "/bin/bash", Writable: []string{"/tmp/.."}}},
 		{"nul", Plan{Class: "git", Shell: "/bin/bash", Writable: []string{"/a\x00b"}}},
 		{"mode", Plan{Class: "git", Shell: "/bin/bash", Mode: 7}},
+		{"held with landlock", Plan{Class: "none", Shell: "/bin/bash", Writable: []string{"/tmp"}, Held: []string{"/tmp/w"}, Mode: Landlock}},
+		{"relative held", Plan{Class: "none", Shell: "/bin/bash", Writable: []string{"/tmp"}, Held: []string{"w"}, Mode: MountNS}},
 		{"capture without a view", Plan{Class: "git", Shell: "/bin/bash", Mode: Capture}},
 		{"a view without capture", Plan{Class: "git", Shell: "/bin/bash", View: &View{Root: "/v", Layers: []Layer{{Mount: "/", Upper: "/u", Work: "/k"}}}}},
 		{"a view in /", Plan{Class: "git", Shell: "/bin/bash", Mode: Capture, View: &View{Root: "/", Layers: []Layer{{Mount: "/", Upper: "/u", Work: "/k"}}}}},

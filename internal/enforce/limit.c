@@ -255,6 +255,14 @@ const char *undosh_plan_parse(const char *s, struct undosh_plan *p) {
 				oom();
 			}
 			break;
+		case 'x':
+			if (p->mode != UNDOSH_MODE_NS && p->mode != UNDOSH_MODE_AUTO) {
+				free(str);
+				return "a held path needs the ns mechanism";
+			}
+			p->held = grow(p->held, (p->nheld + 1) * sizeof *p->held);
+			p->held[p->nheld++] = str;
+			continue;
 		case 'r':
 			if (p->mode != UNDOSH_MODE_CAPTURE || p->root != NULL || p->nactions > 0 || strcmp(str, "/") == 0) {
 				free(str);
@@ -318,6 +326,10 @@ void undosh_plan_free(struct undosh_plan *p) {
 		free(p->writable[i]);
 	}
 	free(p->writable);
+	for (int i = 0; i < p->nheld; i++) {
+		free(p->held[i]);
+	}
+	free(p->held);
 	for (int i = 0; i < p->nactions; i++) {
 		free(p->actions[i].s);
 	}
@@ -736,6 +748,26 @@ static void apply_ns_legacy(struct undosh_plan *p) {
 	p->nwritable = base;
 }
 
+// hold binds each held path onto itself and makes that tree read-only:
+// it lies beneath a writable path, whose bind is already in place. A
+// held path that does not exist holds nothing.
+static void hold(struct undosh_plan *p) {
+	for (int i = 0; i < p->nheld; i++) {
+		char *real = realpath(p->held[i], NULL);
+		if (real == NULL) {
+			if (errno == ENOENT || errno == ENOTDIR) {
+				continue;
+			}
+			fail("resolve a held path", errno, p->held[i], hint_ns);
+		}
+		if (mount(real, real, NULL, MS_BIND | MS_REC, NULL) != 0) {
+			fail("bind a held path", errno, real, hint_ns);
+		}
+		ro_tree(real, NULL, NULL);
+		free(real);
+	}
+}
+
 // apply_ns gives the process a mount namespace of its own in which only
 // the writable paths can be written. It returns -1 (before changing
 // anything) only when unshare is refused and may_fail is set.
@@ -757,6 +789,7 @@ static int apply_ns(struct undosh_plan *p, int may_fail) {
 	if (apply_ns_api(p) != 0) {
 		apply_ns_legacy(p);
 	}
+	hold(p);
 	// The cwd still points into the mount it had before the binds: go
 	// through the new tree again, or relative writes in the workspace
 	// would hit the read-only mount beneath the bind.

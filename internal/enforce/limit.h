@@ -31,6 +31,8 @@ struct undosh_plan {
 	char *shell;
 	char **writable; // absolute; canonical once applied
 	int nwritable;
+	char **held; // ns: read-only again, though beneath a writable path
+	int nheld;
 	char *root; // capture: the directory the view is built in
 	struct undosh_field *actions; // capture: the view, in order
 	int nactions;
@@ -43,7 +45,10 @@ struct undosh_plan {
 //	CLASS = none | git
 //	FIELD = " " TAG LEN ":" BYTES
 //
-// TAG s is the shell (exactly one), w a writable path. capture adds r,
+// TAG s is the shell (exactly one), w a writable path, x a path held
+// read-only though it lies beneath a writable one (the workspace of a
+// read-only step in /tmp): ns and auto only, and auto holds it only if it
+// picks ns (Landlock grants whole trees). capture adds r,
 // the directory the view is built in (exactly one, before the rest),
 // and the view's actions, in the order they are done: o (O: read-only)
 // an overlay, whose mount point is followed by u (its upper directory)
