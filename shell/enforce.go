@@ -234,16 +234,28 @@ func holdRoots(mode enforce.Mode, roots []string, cwd, home string, w []string) 
 // project in /tmp): its limit must hold them read-only as an exception
 // ([enforce.Plan].Held), or the kernel does not keep the step off them.
 func HeldRoots(roots []string, cwd, home string, w []string) []string {
-	if len(roots) == 0 {
-		roots = classify.WorkspaceRoots(cwd, home)
-	}
 	var in []string
-	for _, root := range roots {
-		if real, err := filepath.EvalSymlinks(root); err == nil && under(real, w) {
-			in = append(in, real)
+	for _, root := range resolvedRoots(roots, cwd, home) {
+		if under(root, w) {
+			in = append(in, root)
 		}
 	}
 	return in
+}
+
+// resolvedRoots is roots, else the workspace roots of cwd, each with its
+// symbolic links resolved.
+func resolvedRoots(roots []string, cwd, home string) []string {
+	if len(roots) == 0 {
+		roots = classify.WorkspaceRoots(cwd, home)
+	}
+	var out []string
+	for _, root := range roots {
+		if real, err := filepath.EvalSymlinks(root); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
 }
 
 // layerSockets lists the Unix sockets bound to paths outside the trees

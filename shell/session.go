@@ -150,6 +150,10 @@ func (l *sessionLines) begin(ln session.Line) *line {
 		}
 	}
 	if lr.dec.Class == policy.None && lr.dec.Verdict == policy.Run {
+		// The session's shell may write its workspace whatever a line
+		// is (a view shares it; Landlock grants it to the shell): a
+		// read-only line's checkpoint is all that undoes a wrong guess.
+		lr.beforePlain(resolvedRoots(nil, ln.Cwd, envMap["HOME"]))
 		return cur
 	}
 	if lr.dec.Class == policy.Fork {

@@ -548,9 +548,12 @@ func TestSessionRefused(t *testing.T) {
 	if out := tm.line("echo next-ran"); out != "next-ran\n" {
 		t.Errorf("the line after the refusal printed %q; screen:\n%s", out, tm.screen())
 	}
+	// The read-only line after it has its checkpoint: in a session the
+	// kernel does not keep a line off the workspace.
 	recs := readJournal(t, tm.state)
-	if len(recs) != 1 || recs[0].Command != "npm publish" || recs[0].Outcome != "refused" {
-		t.Errorf("journal: %+v, want one refused npm publish", recs)
+	if len(recs) != 2 || recs[0].Command != "npm publish" || recs[0].Outcome != "refused" ||
+		recs[1].Command != "echo next-ran" || recs[1].Outcome != "passed through" || len(recs[1].Checkpoints) != 1 {
+		t.Errorf("journal: %+v, want a refused npm publish, then the read-only line with its checkpoint", recs)
 	}
 }
 
@@ -691,6 +694,60 @@ func TestSessionPipeFed(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "f")); err != nil || string(b) != "old\n" {
 		t.Errorf("f = %q (%v) at the end, want the content before the rolled-back command", b, err)
+	}
+}
+
+// In a session fed on a pipe, as agent harnesses drive one, the shell
+// may write its workspace whatever a line is: a line the policy wrongly
+// calls read-only has a checkpoint all the same, and undoctl back undoes
+// what it wrote.
+func TestSessionReadOnlyLineCheckpointed(t *testing.T) {
+	t.Parallel()
+	ws := sessWorkspace(t)
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "undosh-report"), []byte("#!/bin/sh\necho changed > kept.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "UNDOSH_STATE_DIR=" + t.TempDir(), "UNDOSH_REAL_BASH=/bin/bash",
+		writePolicy(t, "version: 1\ntrusted_dirs: ["+bin+"]\nrules:\n  - name: report-is-read-only\n    programs: [undosh-report]\n    class: none\n")}
+	cmd := exec.Command(undoshBin)
+	cmd.Args = []string{"bash"}
+	cmd.Dir, cmd.Env = ws, env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// One line at a time, each answered before the next: a session, not
+	// a script read whole.
+	in, lines := startPiped(t, cmd)
+	fmt.Fprintln(in, "undosh-report; echo end-0")
+	select {
+	case l := <-lines:
+		if l != "end-0\n" {
+			t.Errorf("the line printed %q", l)
+		}
+	case <-time.After(sessWait):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no answer to the line; stderr:\n%s", stderr.String())
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the session: %v; stderr:\n%s", err, stderr.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "changed\n" {
+		t.Fatalf("kept.txt = %q: the line did not write it (stderr %q); the test has nothing to undo", b, stderr.String())
+	}
+	recs := journalRecords(t, env)
+	if len(recs) < 1 || recs[0]["class"] != "none" || !strings.HasPrefix(fmt.Sprint(recs[0]["command"]), "undosh-report; echo end-0") {
+		t.Fatalf("journal %q: want the read-only line first, with its checkpoint", recs)
+	}
+	if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", "1"); back.code != 0 {
+		t.Fatalf("undoctl back 1: %+v", back)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "kept.txt")); string(b) != "before\n" {
+		t.Errorf("kept.txt = %q after undoctl back 1", b)
 	}
 }
 
