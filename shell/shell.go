@@ -235,7 +235,9 @@ func (r *run) main() int {
 	}
 	switch r.decide() {
 	case RoutePlain:
-		r.beforePlain(nil)
+		// Enforcement is off (undosh's own tools take no checkpoint):
+		// nothing holds the step off its workspace.
+		r.beforePlain(resolvedRoots(nil, r.cwd, p.Getenv("HOME")))
 		return p.exec(r.real, r.src)
 	case RouteLimited:
 		return r.protectNone()

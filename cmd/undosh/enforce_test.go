@@ -259,10 +259,22 @@ func TestEnforceReadOnlyStep(t *testing.T) {
 	if b, err := os.ReadFile(scratch); err != nil || string(b) != "scratch\n" {
 		t.Errorf("the scratch write was stopped: %q, %v", b, err)
 	}
-	// Off, the same step writes.
+	// Off, the same step writes, and nothing holds it off the
+	// workspace: its checkpoint undoes it.
 	off := runWith(t, undoshBin, ws, append(env, "UNDOSH_ENFORCE=0"), "bash", "-c", "undosh-report")
-	if off.code != 0 {
-		t.Errorf("without enforcement: %+v", off)
+	if _, err := os.Lstat(filepath.Join(ws, "report.txt")); off.code != 0 || err != nil {
+		t.Fatalf("without enforcement: %+v, report.txt: %v", off, err)
+	}
+	recs := journalRecords(t, env)
+	last := recs[len(recs)-1]
+	if last["class"] != "none" || last["command"] != "undosh-report" || last["checkpoints"] == nil {
+		t.Fatalf("without enforcement, the read-only step's record: %v, want its checkpoint", last)
+	}
+	if back := runWith(t, undoctlBin, ws, env, "undoctl", "back", fmt.Sprint(last["id"])); back.code != 0 {
+		t.Fatalf("undoctl back: %+v", back)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "report.txt")); err == nil {
+		t.Errorf("report.txt is still there after undoctl back")
 	}
 }
 
