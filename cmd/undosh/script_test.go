@@ -12,6 +12,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/undosh/undosh/internal/enforce"
 	"github.com/undosh/undosh/internal/scripttest"
 )
 
@@ -39,6 +40,9 @@ import (
 //	                     (each as "id" when a checkpoint's id, else as
 //	                     written, "" as -); the script's directory is
 //	                     $WORK in the command and the root
+//
+// and the condition [mountns]: a read-only step's limit holds its
+// workspace though it lies in /tmp, as root's mount namespace does.
 func TestScript(t *testing.T) {
 	t.Parallel()
 	cmds := scripttest.Cmds()
@@ -63,6 +67,17 @@ func TestScript(t *testing.T) {
 			return nil
 		},
 		Cmds: cmds,
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "mountns":
+				// A read-only step's limit can hold a workspace in a
+				// scratch path ($WORK is in /tmp): root's mount
+				// namespace; under Landlock the step is checkpointed.
+				_, err := enforce.Probe(enforce.MountNS)
+				return err == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 	})
 }
 
