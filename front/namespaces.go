@@ -28,6 +28,9 @@ import (
 // the front end an fd on one with the answer 'N': setns(2) into it costs
 // ~25 µs, and no teardown falls on the step.
 //
+// A step whose workspace lies in a writable path (a project in /tmp) gets
+// a namespace of its own, which holds that workspace read-only.
+//
 // A namespace is made by a holder: undosh-enforce under the plan, with
 // /bin/sh waiting on a pipe as its shell, so that it stays as the step's
 // would. It is dropped, and made again on the next answer, as soon as
@@ -74,10 +77,11 @@ func inodes(paths []string) string {
 }
 
 // get returns an fd on the namespace of a read-only step's plan
-// (writable are its writable paths, and inodes their fingerprint),
-// making it if need be; nil when it cannot be made (the front end then
-// applies the plan itself).
-func (n *namespaces) get(plan string, writable []string, inodes string) *os.File {
+// (writable are its writable paths, held the workspace roots it holds
+// read-only among them, and inodes the fingerprint of both), making it
+// if need be; nil when it cannot be made (the front end then applies
+// the plan itself).
+func (n *namespaces) get(plan string, writable, held []string, inodes string) *os.File {
 	key := plan + "\x00" + inodes
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -93,7 +97,7 @@ func (n *namespaces) get(plan string, writable []string, inodes string) *os.File
 			return ns.fd
 		}
 	}
-	ns, err := n.make(writable)
+	ns, err := n.make(writable, held)
 	if err != nil {
 		return nil
 	}
@@ -123,9 +127,10 @@ func (n *namespaces) holding(ns *unix.Stat_t) *os.File {
 	return nil
 }
 
-// make starts a holder for a namespace in which writable can be written.
-func (n *namespaces) make(writable []string) (*roNS, error) {
-	path, argv, env, err := enforce.Command(n.self, enforce.Plan{Class: "none", Shell: "/bin/sh", Writable: writable, Mode: enforce.MountNS},
+// make starts a holder for a namespace in which writable can be written,
+// but held.
+func (n *namespaces) make(writable, held []string) (*roNS, error) {
+	path, argv, env, err := enforce.Command(n.self, enforce.Plan{Class: "none", Shell: "/bin/sh", Writable: writable, Held: held, Mode: enforce.MountNS},
 		[]string{"/bin/sh", "-c", "echo ready; read _"}, []string{"PATH=/usr/bin:/bin"})
 	if err != nil {
 		return nil, err

@@ -291,15 +291,18 @@ func (s *server) answer(req request, peer *unix.Ucred) answer {
 	writable := s.readOnlyPaths(p.Policy, p.Home, p.StateDir)
 	// A workspace in a writable path (a project in /tmp) is held
 	// read-only where a mount namespace is made (Landlock cannot; the
-	// checkpoint that pass takes covers it then). The kept namespaces
-	// hold no workspace: such a step gets a plan of its own.
+	// checkpoint that pass takes covers it then).
 	roots := shell.HeldRoots(nil, req.cwd, p.Home, writable.paths)
 	plan, err := enforce.Encode(enforce.Plan{Class: policy.None.String(), Shell: p.Real, Writable: writable.paths, Held: roots})
 	if err != nil {
 		return undosh
 	}
-	if s.ns != nil && peer.Uid == 0 && len(roots) == 0 {
-		if fd := s.ns.get(plan, writable.paths, writable.inodes); fd == held && held != nil {
+	if s.ns != nil && peer.Uid == 0 {
+		fingerprint := writable.inodes
+		if len(roots) > 0 {
+			fingerprint += inodes(roots)
+		}
+		if fd := s.ns.get(plan, writable.paths, roots, fingerprint); fd == held && held != nil {
 			return execReal // already held to this very plan
 		} else if fd != nil && held == nil {
 			return pass(answer{verdict: verdictNS, text: plan, ns: fd})

@@ -668,9 +668,8 @@ func TestEnforceReadOnlyInScratch(t *testing.T) {
 				if fastBin == "" {
 					return
 				}
-				// Through the front end, whose server answers with a
-				// plan that holds the workspace (its kept namespaces
-				// hold none).
+				// Through the front end, whose server hands it a kept
+				// namespace that holds the workspace.
 				serverFor(t, state)
 				warm(t, state, func() { runWith(t, fastBin, ws, env, "bash", "-c", "true") })
 				os.Remove(scratch)
@@ -681,6 +680,9 @@ func TestEnforceReadOnlyInScratch(t *testing.T) {
 				}
 				if b, err := os.ReadFile(scratch); err != nil || string(b) != "scratch\n" {
 					t.Errorf("through the front end, the write to /tmp outside the workspace was stopped: %q, %v", b, err)
+				}
+				if !strings.Contains(readLog(t, state), `"verdict":"N"`) {
+					t.Errorf("the server handed out no namespace:\n%s", readLog(t, state))
 				}
 				return
 			}
