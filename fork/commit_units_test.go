@@ -15,6 +15,7 @@ import (
 // to usr/bin, as on a merged-/usr Debian).
 func TestChangedUnits(t *testing.T) {
 	t.Parallel()
+	requireRoot(t) // tree.file makes root-owned files
 	root := t.TempDir()
 	w := tree{t, root}
 	for _, d := range []string{"usr", "usr/bin", "usr/sbin", "usr/lib", "usr/lib/systemd", "usr/lib/systemd/system",

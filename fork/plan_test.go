@@ -247,6 +247,7 @@ func TestDiffMirrored(t *testing.T) {
 // refused, naming the directory, when the step wrote there.
 func TestDiffTargetGone(t *testing.T) {
 	t.Parallel()
+	requireRoot(t) // tree.file makes root-owned files
 	base := t.TempDir()
 	w := tree{t, base}
 	w.dir("root", 0o755)
@@ -281,6 +282,7 @@ func TestDiffTargetGone(t *testing.T) {
 // change of the step's when it wrote nothing there, refused when it did.
 func TestDiffMirrorGone(t *testing.T) {
 	t.Parallel()
+	requireRoot(t) // tree.file makes root-owned files
 	base := t.TempDir()
 	w := tree{t, base}
 	w.dir("root", 0o755)

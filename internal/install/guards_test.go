@@ -395,6 +395,9 @@ Console(width=200).print(E.from_config(sys.argv[1]))`
 // with --pre-invoke, pointing at the root's undosh.
 func TestDpkgGuardRefuses(t *testing.T) {
 	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("dpkg refuses to change even a temporary root for a user who is not root")
+	}
 	for _, p := range []string{"dpkg", "dpkg-deb", "dpkg-query"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s is not installed here", p)
