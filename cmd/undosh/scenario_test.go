@@ -553,10 +553,13 @@ func testUnfinishedRollback(t *testing.T, handed bool) {
 	if r := w.run("true"); r.stderr != "" {
 		t.Errorf("second undosh -c true printed\n%s", r)
 	}
-	recs := readJournal(t, w.state)
-	outcomes := make([]string, len(recs))
-	for i, r := range recs {
-		outcomes[i] = r.Outcome
+	// The read-only steps (true) have records too where the kernel
+	// cannot hold them off the workspace (Landlock, in /tmp).
+	var outcomes []string
+	for _, r := range readJournal(t, w.state) {
+		if r.Outcome != "passed through" {
+			outcomes = append(outcomes, r.Outcome)
+		}
 	}
 	if d := cmp.Diff([]string{"killed", "rolled back later"}, outcomes); d != "" {
 		t.Errorf("journal outcomes (-want +got):\n%s", d)
