@@ -16,8 +16,8 @@ import (
 )
 
 // ErrNoCommit is returned by [Undo] for an id that is not a commit of the
-// journal.
-var ErrNoCommit = errors.New("no such commit")
+// journal: none was made, or [Prune] dropped its record.
+var ErrNoCommit = errors.New("no such commit: it was never made, or undoctl gc dropped its record")
 
 // OrderError is returned by [Undo] when a later commit that is not undone
 // changed some of the same paths: commits are undone last first.

@@ -14,9 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/undosh/undosh/checkpoint"
+	"github.com/undosh/undosh/fork"
 	"github.com/undosh/undosh/hostlink"
 	"github.com/undosh/undosh/internal/agent"
 	"github.com/undosh/undosh/internal/exit"
+	"github.com/undosh/undosh/internal/journal"
 	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/internal/watchd"
 	"github.com/undosh/undosh/policy"
@@ -154,10 +156,16 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 			return printJSON(out, r)
 		}
 		fmt.Fprintf(out, "kept %d checkpoints, dropped %d; store %d → %d bytes\n", r.Kept, r.Dropped, r.BytesBefore, r.BytesAfter)
-		if n, err := serviceGC(state.Dir(c.stateDir, getenv, os.Getuid()), *maxAge); err != nil {
+		sd := state.Dir(c.stateDir, getenv, os.Getuid())
+		if n, err := serviceGC(sd, *maxAge); err != nil {
 			fmt.Fprintf(io.err, "undoctl: service checkpoints: %v\n", err)
 		} else if n > 0 {
 			fmt.Fprintf(out, "dropped %d service checkpoints older than %s\n", n, *maxAge)
+		}
+		if n, bytes, err := machineGC(sd, *maxAge); err != nil {
+			fmt.Fprintf(io.err, "undoctl: machine commits: %v\n", err)
+		} else if n > 0 {
+			fmt.Fprintf(out, "dropped the records of %d machine commits older than %s (%d bytes): they can no longer be undone\n", n, *maxAge, bytes)
 		}
 	case "check":
 		r, err := s.Check()
@@ -270,4 +278,37 @@ func isPrintable(s string) bool {
 		}
 	}
 	return true
+}
+
+// machineGC drops the records of the machine commits that the steps of
+// state directory sd made and that ended more than maxAge ago. Other
+// state directories' commits (the machine's journal is shared) stay.
+func machineGC(sd string, maxAge time.Duration) (dropped int, bytes int64, err error) {
+	j, err := journal.Open(sd)
+	if err != nil {
+		return 0, 0, err
+	}
+	recs, err := j.Read()
+	if err != nil {
+		return 0, 0, err
+	}
+	ids := map[string][]string{} // journal directory: commit ids
+	var dirs []string
+	for _, rec := range recs {
+		for _, mc := range rec.Machine {
+			if _, ok := ids[mc.JournalDir]; !ok {
+				dirs = append(dirs, mc.JournalDir)
+			}
+			ids[mc.JournalDir] = append(ids[mc.JournalDir], mc.ID)
+		}
+	}
+	cutoff := time.Now().Add(-maxAge)
+	var errs []error
+	for _, d := range dirs {
+		r, err := fork.Prune(d, ids[d], cutoff)
+		dropped += len(r.Dropped)
+		bytes += r.Bytes
+		errs = append(errs, err)
+	}
+	return dropped, bytes, errors.Join(errs...)
 }

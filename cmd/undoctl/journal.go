@@ -435,6 +435,9 @@ func backMachine(j *journal.Journal, r journal.Record, io stdio, force bool) err
 		if errors.As(err, &oe) {
 			return &hintError{err: err, hint: "machine steps are undone last first: go back over the later one first (undoctl log)"}
 		}
+		if errors.Is(err, fork.ErrNoCommit) {
+			return &hintError{err: err, hint: fmt.Sprintf("step %d can no longer be undone: what it changed on the machine stays (undoctl show %d lists the paths)", r.ID, r.ID)}
+		}
 		return err
 	}
 	for _, m := range r.Machine {

@@ -78,7 +78,9 @@ checkpoints:
   restore ID           put the workspace back as it was at ID (ID or ~N);
                        the current state is checkpointed first
   gc [--max-age D] [--max-bytes N]
-                       drop old checkpoints and unused objects
+                       drop old checkpoints and unused objects, and the
+                       records of machine commits older than D (which
+                       can then no longer be undone)
   check                verify the store
   status               the workspace, the store, and what is left out
 
