@@ -217,15 +217,24 @@ func testHeld(t *testing.T, m Mode) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+	// Its stdout is a file in the workspace, as a caller's > ws/out.log
+	// makes it: the step may write it, and reopen it.
+	out, err := os.Create(filepath.Join(ws, "out.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
 	r := step(t, Plan{Class: "none", Writable: []string{scratch}, Held: []string{ws, filepath.Join(scratch, "absent")}, Mode: m}, `
 		echo yes > "$SCRATCH/free" && echo scratch ok
 		echo no > "$WS/f" || echo ws blocked
 		echo no > "$WS/sub/f" || echo sub blocked
 		cd "$WS" && { echo no > rel || echo relative blocked; }
-		`, []string{"WS=" + ws, "SCRATCH=" + scratch}, nil)
-	for _, want := range []string{"scratch ok", "ws blocked", "sub blocked", "relative blocked"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("stdout %q lacks %q (stderr %q)", r.stdout, want, r.stderr)
+		echo reopened >> /dev/stdout
+		`, []string{"WS=" + ws, "SCRATCH=" + scratch}, func(c *exec.Cmd) { c.Stdout = out })
+	b, _ := os.ReadFile(out.Name())
+	for _, want := range []string{"scratch ok", "ws blocked", "sub blocked", "relative blocked", "reopened"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stdout %q lacks %q (stderr %q)", b, want, r.stderr)
 		}
 	}
 	for _, p := range []string{filepath.Join(ws, "f"), filepath.Join(sub, "f"), filepath.Join(ws, "rel")} {

@@ -750,7 +750,9 @@ static void apply_ns_legacy(struct undosh_plan *p) {
 
 // hold binds each held path onto itself and makes that tree read-only:
 // it lies beneath a writable path, whose bind is already in place. A
-// held path that does not exist holds nothing.
+// held path that does not exist holds nothing. A standard stream's file
+// in a held tree (the caller's > ws/out.log) stays writable by its fd,
+// and by /dev/stdout, which reopens it through the caller's mount.
 static void hold(struct undosh_plan *p) {
 	for (int i = 0; i < p->nheld; i++) {
 		char *real = realpath(p->held[i], NULL);
