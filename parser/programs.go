@@ -784,17 +784,22 @@ func (w *walker) knownWrites(c *Command, ws writeSpec) {
 // like an option: chmod -x f), unless --reference is given.
 func (w *walker) chmod(c *Command) {
 	c.WritesKnown = true
-	modeSeen := false
+	modeSeen, ended := false, false
 	for _, a := range c.Argv[1:] {
-		if strings.HasPrefix(a.Value, "--reference") {
+		if !ended && !a.Dynamic && a.Value == "--" {
+			ended = true // the mode, if not given yet, and files follow
+			continue
+		}
+		if !ended && strings.HasPrefix(a.Value, "--reference") {
 			modeSeen = true
 			continue
 		}
+		// A mode may start with a dash (chmod -x f): it comes first.
 		if !a.Dynamic && !modeSeen && chmodMode().MatchString(a.Value) {
 			modeSeen = true
 			continue
 		}
-		if !a.Dynamic && strings.HasPrefix(a.Value, "-") {
+		if !ended && !a.Dynamic && strings.HasPrefix(a.Value, "-") {
 			continue
 		}
 		if !modeSeen {
