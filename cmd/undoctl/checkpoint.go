@@ -152,20 +152,31 @@ func storeCmd(name string, args []string, io stdio, getenv func(string) string) 
 		if err != nil {
 			return err
 		}
+		// The service checkpoints and the machine commits go too,
+		// whatever is printed.
+		sd := state.Dir(c.stateDir, getenv, os.Getuid())
+		services, err := serviceGC(sd, *maxAge)
+		if err != nil {
+			fmt.Fprintf(io.err, "undoctl: service checkpoints: %v\n", err)
+		}
+		commits, commitBytes, err := machineGC(sd, *maxAge)
+		if err != nil {
+			fmt.Fprintf(io.err, "undoctl: machine commits: %v\n", err)
+		}
 		if *asJSON {
-			return printJSON(out, r)
+			return printJSON(out, struct {
+				checkpoint.GCResult
+				Services    int   `json:"service_checkpoints_dropped"`
+				Commits     int   `json:"machine_commits_dropped"`
+				CommitBytes int64 `json:"machine_commit_bytes"`
+			}{r, services, commits, commitBytes})
 		}
 		fmt.Fprintf(out, "kept %d checkpoints, dropped %d; store %d → %d bytes\n", r.Kept, r.Dropped, r.BytesBefore, r.BytesAfter)
-		sd := state.Dir(c.stateDir, getenv, os.Getuid())
-		if n, err := serviceGC(sd, *maxAge); err != nil {
-			fmt.Fprintf(io.err, "undoctl: service checkpoints: %v\n", err)
-		} else if n > 0 {
-			fmt.Fprintf(out, "dropped %d service checkpoints older than %s\n", n, *maxAge)
+		if services > 0 {
+			fmt.Fprintf(out, "dropped %d service checkpoints older than %s\n", services, *maxAge)
 		}
-		if n, bytes, err := machineGC(sd, *maxAge); err != nil {
-			fmt.Fprintf(io.err, "undoctl: machine commits: %v\n", err)
-		} else if n > 0 {
-			fmt.Fprintf(out, "dropped the records of %d machine commits older than %s (%d bytes): they can no longer be undone\n", n, *maxAge, bytes)
+		if commits > 0 {
+			fmt.Fprintf(out, "dropped the records of %d machine commits older than %s (%d bytes): they can no longer be undone\n", commits, *maxAge, commitBytes)
 		}
 	case "check":
 		r, err := s.Check()
