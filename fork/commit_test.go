@@ -375,6 +375,25 @@ func TestUndoAfterChange(t *testing.T) {
 
 // TestUndoOrder checks that commits are undone last first where they
 // overlap, and in any order where they do not.
+// commitUpper commits the upper directory base/name, which build fills,
+// onto root, journaled in jd, and returns the commit's id.
+func commitUpper(t *testing.T, base, root, jd, name string, build func(u tree)) string {
+	t.Helper()
+	t0 := time.Now()
+	u := tree{t, filepath.Join(base, name)}
+	tree{t, base}.dir(name, 0o755)
+	build(u)
+	p, err := Diff(Layer{Target: root, Upper: u.root, T0: t0}, DiffOptions{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Commit(p, CommitOptions{JournalDir: jd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.ID
+}
+
 func TestUndoOrder(t *testing.T) {
 	t.Parallel()
 	requireRoot(t)
@@ -391,19 +410,7 @@ func TestUndoOrder(t *testing.T) {
 
 	commit := func(name string, build func(u tree)) string {
 		t.Helper()
-		t0 := time.Now()
-		u := tree{t, filepath.Join(base, name)}
-		w.dir(name, 0o755)
-		build(u)
-		p, err := Diff(Layer{Target: root, Upper: u.root, T0: t0}, DiffOptions{Root: root})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := Commit(p, CommitOptions{JournalDir: jd})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.ID
+		return commitUpper(t, base, root, jd, name, build)
 	}
 	a := commit("a", func(u tree) {
 		u.mirror(root, ".")

@@ -19,28 +19,17 @@ func TestPrune(t *testing.T) {
 	base := t.TempDir()
 	root := filepath.Join(base, "root")
 	jd := filepath.Join(base, "journal")
-	w := tree{t, base}
-	w.dir("root", 0o755)
+	tree{t, base}.dir("root", 0o755)
 	r := tree{t, root}
 	r.dir("etc", 0o755)
 	r.file("etc/app.conf", "v1\n", 0o644, tBase)
 	commit := func(name, rel, data string) string {
 		t.Helper()
-		t0 := time.Now()
-		u := tree{t, filepath.Join(base, name)}
-		w.dir(name, 0o755)
-		u.mirror(root, ".")
-		u.mirror(root, "etc")
-		u.file(rel, data, 0o644, tNew)
-		p, err := Diff(Layer{Target: root, Upper: u.root, T0: t0}, DiffOptions{Root: root})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := Commit(p, CommitOptions{JournalDir: jd})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.ID
+		return commitUpper(t, base, root, jd, name, func(u tree) {
+			u.mirror(root, ".")
+			u.mirror(root, "etc")
+			u.file(rel, data, 0o644, tNew)
+		})
 	}
 	old := commit("a", "etc/app.conf", "v2\n")
 	undone := commit("b", "etc/b", "b\n")
