@@ -511,8 +511,9 @@ func (m *Machine) Unstall() error {
 	if _, err := m.qmp.Do("cont", nil, 10*time.Second); err != nil {
 		return fmt.Errorf("%w: go on: %w", ErrStalled, err)
 	}
-	// The retried write fails, if it does, before QEMU answers a
-	// command that follows it.
+	// A retried write that fails again stops it again, as a rule before
+	// QEMU answers the next command; when later, what the caller does
+	// next (a migration) fails on the stopped machine instead.
 	if st, err = m.qmp.Status(10 * time.Second); err == nil && st == "io-error" {
 		err = ErrStalled
 	}
