@@ -4,24 +4,45 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Write replaces name with data, durably.
 func Write(name string, data []byte, perm os.FileMode) error {
-	return write(name, data, perm, true)
+	return write(name, bytes.NewReader(data), Attrs{Perm: perm, UID: -1, GID: -1}, true)
 }
 
 // Replace replaces name with data whole (temp file and rename) but
 // without fsync: after a crash the file holds the old data or the new,
 // never a mix. For records whose loss recovery tolerates.
 func Replace(name string, data []byte, perm os.FileMode) error {
-	return write(name, data, perm, false)
+	return write(name, bytes.NewReader(data), Attrs{Perm: perm, UID: -1, GID: -1}, false)
 }
 
-func write(name string, data []byte, perm os.FileMode, durable bool) error {
+// Attrs are what [WriteFrom] gives the file besides its content.
+type Attrs struct {
+	// Perm is its mode: the permissions, with setuid, setgid and
+	// sticky, set after the owner (a chown clears setuid).
+	Perm os.FileMode
+	// UID and GID own it; -1 leaves the writer's.
+	UID, GID int
+	// ModTime, when set, is its access and modification time.
+	ModTime time.Time
+}
+
+// WriteFrom replaces name, durably, with what r reads, with the
+// attributes a: the file that keeps a replaced file's owner and mode, or
+// a copy of another.
+func WriteFrom(name string, r io.Reader, a Attrs) error {
+	return write(name, r, a, true)
+}
+
+func write(name string, r io.Reader, a Attrs, durable bool) error {
 	dir := filepath.Dir(name)
 	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(name)+"-")
 	if err != nil {
@@ -35,10 +56,15 @@ func write(name string, data []byte, perm os.FileMode, durable bool) error {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := f.Chmod(perm); err != nil {
+	if a.UID >= 0 || a.GID >= 0 {
+		if err := f.Chown(a.UID, a.GID); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	if err := f.Chmod(a.Perm); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	if durable {
@@ -48,6 +74,11 @@ func write(name string, data []byte, perm os.FileMode, durable bool) error {
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if !a.ModTime.IsZero() {
+		if err := os.Chtimes(tmp, a.ModTime, a.ModTime); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
 	}
 	if err := os.Rename(tmp, name); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)

@@ -1,10 +1,13 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // leftovers are the temporary files left in dir.
@@ -39,6 +42,45 @@ func TestWrite(t *testing.T) {
 		}
 	}
 }
+
+// WriteFrom gives the file its owner, its mode (setuid kept after the
+// chown, which clears it) and its times, and leaves nothing behind when
+// the reader fails.
+func TestWriteFrom(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	when := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		uid, gid = 65534, 65534
+	}
+	a := Attrs{Perm: 0o750 | os.ModeSetuid, UID: uid, GID: gid, ModTime: when}
+	if err := WriteFrom(p, strings.NewReader("data"), a); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	st, err := os.Stat(p)
+	if err != nil || string(b) != "data" || st.Mode() != 0o750|os.ModeSetuid || !st.ModTime().Equal(when) {
+		t.Errorf("%q, mode %v, time %v (%v)", b, st.Mode(), st.ModTime(), err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); uid >= 0 && (int(sys.Uid) != uid || int(sys.Gid) != gid) {
+		t.Errorf("owner %d:%d, want %d:%d", sys.Uid, sys.Gid, uid, gid)
+	}
+	if err := WriteFrom(p, failing{}, a); err == nil || !strings.Contains(err.Error(), p) {
+		t.Errorf("a reader that fails: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "data" {
+		t.Errorf("after a failed write the file holds %q", b)
+	}
+	if l := leftovers(t, dir); len(l) != 0 {
+		t.Errorf("left %v", l)
+	}
+}
+
+type failing struct{}
+
+func (failing) Read([]byte) (int, error) { return 0, errors.New("the reader failed") }
 
 func TestSymlink(t *testing.T) {
 	t.Parallel()

@@ -1,9 +1,9 @@
 package install
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -260,46 +260,22 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", from, err)
 	}
-	tmp, err := tempName(filepath.Dir(to), filepath.Base(to))
-	if err != nil {
-		return err
-	}
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	a := attrsOf(st)
+	a.Perm = st.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	a.ModTime = st.ModTime()
+	if err := atomicfile.WriteFrom(to, in, a); err != nil {
 		return fmt.Errorf("copy %s: %w", from, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			out.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := io.Copy(out, in); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
+	return nil
+}
+
+// attrsOf are the permissions of st, and, as root, its owner.
+func attrsOf(st fs.FileInfo) atomicfile.Attrs {
+	a := atomicfile.Attrs{Perm: st.Mode().Perm(), UID: -1, GID: -1}
 	if sys, isUnix := st.Sys().(*syscall.Stat_t); isUnix && os.Geteuid() == 0 {
-		if err := out.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
-			return fmt.Errorf("copy %s to %s: %w", from, to, err)
-		}
+		a.UID, a.GID = int(sys.Uid), int(sys.Gid)
 	}
-	if err := out.Chmod(st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	if err := os.Chtimes(tmp, st.ModTime(), st.ModTime()); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	if err := os.Rename(tmp, to); err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	ok = true
-	return atomicfile.SyncDir(filepath.Dir(to))
+	return a
 }
 
 func syncDirs(a, b string) error {
@@ -320,41 +296,5 @@ func writeLike(name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	tmp, err := tempName(filepath.Dir(name), filepath.Base(name))
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if sys, isUnix := st.Sys().(*syscall.Stat_t); isUnix && os.Geteuid() == 0 {
-		if err := f.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-	}
-	if err := f.Chmod(st.Mode().Perm()); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	ok = true
-	return atomicfile.SyncDir(filepath.Dir(name))
+	return atomicfile.WriteFrom(name, bytes.NewReader(data), attrsOf(st))
 }
