@@ -424,11 +424,9 @@ func (c *Copy) build(o Options, hidden []string) error {
 	// hidden from the copy: from here on, a change on the real root may
 	// be one the copy does not see.
 	c.T0 = coarseNow()
-	for i := range c.Overlays {
-		// The overlay's root shows the upper directory's metadata.
-		if err := s.mirrorRoot(i); err != nil {
-			return err
-		}
+	// The overlay's root shows the upper directory's metadata.
+	if err := s.mirrorRoots(-1); err != nil {
+		return err
 	}
 	if err := s.seedFile(PolicyRCD, []byte("#!/bin/sh\n# Written by undosh: no services start in a copy.\nexit 101\n"), 0o755); err != nil {
 		return err

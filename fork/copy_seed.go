@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,6 +116,33 @@ func (s *seeder) mirror(dir, p string, st unix.Stat_t) error {
 		Mtime: time.Unix(st.Mtim.Unix()),
 	})
 	s.pending = append(s.pending, pendingDir{upper: dir, st: st, mirr: len(s.c.Mirrored) - 1})
+	return nil
+}
+
+// mirrorRoots gives every layer but skip (-1: none) the metadata of its
+// real mount point's root (mirrorRoot). A layer whose mount point is gone
+// since the mount table was read (another process's tmpfs, unmounted and
+// removed) is dropped: there is nothing left of it to show, and an
+// overlay cannot be mounted over it.
+func (s *seeder) mirrorRoots(skip int) error {
+	var gone []int
+	for i := range s.c.Overlays {
+		if i == skip {
+			continue
+		}
+		err := s.mirrorRoot(i)
+		if errors.Is(err, fs.ErrNotExist) {
+			gone = append(gone, i)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, i := range slices.Backward(gone) {
+		os.RemoveAll(filepath.Dir(s.c.Overlays[i].Upper))
+		s.c.Overlays = slices.Delete(s.c.Overlays, i, i+1)
+	}
 	return nil
 }
 

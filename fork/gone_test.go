@@ -58,3 +58,36 @@ func TestMountGoneDuringStep(t *testing.T) {
 		t.Errorf("the step's own file is not planned: %v", changed)
 	}
 }
+
+// A mount point removed between the reading of the mount table and the
+// making of the copy (another process's tmpfs) drops its layer: the copy
+// is made, without it.
+func TestMirrorRootsGone(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	layer := func(n, mount string) Overlay {
+		up := filepath.Join(base, "layers", n, "upper")
+		if err := os.MkdirAll(up, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return Overlay{Mount: mount, Upper: up, Work: filepath.Join(base, "layers", n, "work")}
+	}
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Copy{Rootless: os.Geteuid() != 0, Overlays: []Overlay{layer("0", real), layer("1", filepath.Join(base, "gone")), layer("2", real)}}
+	s := &seeder{c: c}
+	if err := s.mirrorRoots(-1); err != nil {
+		t.Fatalf("mirrorRoots with a mount point gone: %v", err)
+	}
+	if len(c.Overlays) != 2 || c.Overlays[0].Upper != filepath.Join(base, "layers", "0", "upper") || c.Overlays[1].Upper != filepath.Join(base, "layers", "2", "upper") {
+		t.Errorf("layers %+v, want 0 and 2", c.Overlays)
+	}
+	if _, err := os.Stat(filepath.Join(base, "layers", "1")); !os.IsNotExist(err) {
+		t.Errorf("the dropped layer's directory: %v", err)
+	}
+	if len(c.Mirrored) != 2 {
+		t.Errorf("mirrored %+v, want the two layers left", c.Mirrored)
+	}
+}

@@ -171,13 +171,8 @@ func (c *Copy) buildRootless(o Options, hidden []string) error {
 	if err := w.dir("/"); err != nil {
 		return err
 	}
-	for i := range c.Overlays {
-		if i == skeletonLayer {
-			continue
-		}
-		if err := s.mirrorRoot(i); err != nil {
-			return err
-		}
+	if err := s.mirrorRoots(skeletonLayer); err != nil {
+		return err
 	}
 	if err := w.sharedDirs(s); err != nil {
 		return err
