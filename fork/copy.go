@@ -372,7 +372,9 @@ func (c *Copy) build(o Options, hidden []string) error {
 	var fileBinds []mountEntry
 	for _, m := range mounts {
 		var st unix.Stat_t
-		if err := unix.Stat(m.Point, &st); err != nil {
+		if err := unix.Stat(m.Point, &st); errors.Is(err, unix.ENOENT) {
+			continue // unmounted and removed since the table was read
+		} else if err != nil {
 			return fmt.Errorf("stat mount point %s: %w", m.Point, err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
