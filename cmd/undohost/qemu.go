@@ -62,6 +62,12 @@ func qemuCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if fs.NArg() == 0 {
 		return usage("no operation")
 	}
+	if fs.Arg(0) == "pipe" {
+		if len(fs.Args()) != 2 {
+			return usage(fmt.Sprintf("pipe takes 1 arguments, not %d", len(fs.Args())-1))
+		}
+		return pipeCmd(fs.Arg(1), stdin, stdout)
+	}
 	abs, err := filepath.Abs(*root)
 	if err != nil {
 		return usage(err.Error())
@@ -76,7 +82,7 @@ func qemuCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		defer logf.Close()
 		h.Log = slog.New(slog.NewJSONHandler(logf, nil)).With("op", op, "pid", os.Getpid())
 	}
-	n := map[string]int{"fork": 2, "promote": 2, "delete": 1, "snapshot": 2, "restore": 2, "delete-snapshot": 2, "stop": 1, "pipe": 1}
+	n := map[string]int{"fork": 2, "promote": 2, "delete": 1, "snapshot": 2, "restore": 2, "delete-snapshot": 2, "stop": 1}
 	if want, ok := n[op]; ok && len(rest) != want {
 		return usage(fmt.Sprintf("%s takes %d arguments, not %d", op, want, len(rest)))
 	}
@@ -128,8 +134,6 @@ func qemuCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	case "stop":
 		err = h.Stop(rest[0])
-	case "pipe":
-		err = pipe(rest[0], stdin, stdout)
 	default:
 		return usage(fmt.Sprintf("unknown operation %q", op))
 	}
@@ -193,8 +197,24 @@ func qemuBoot(h *qemuhost.Host, args []string, stdout io.Writer) error {
 	return err
 }
 
-// pipe joins stdin and stdout to the Unix socket path: slirp runs it for
-// each guest connection to the host link's address. A VM whose link
+// pipeCmd is `undohost qemu pipe SOCKET`, which slirp runs for each guest
+// connection to the host link's address with that connection on its
+// stdin, stdout and stderr: nothing but the host link's bytes may go
+// there, so what went wrong goes to the log of SOCKET's VM (qemu.log in
+// its directory), and the guest sees the connection end. It needs no
+// state directory: qemu runs it as it was booted, without --root.
+func pipeCmd(socket string, stdin io.Reader, stdout io.Writer) int {
+	if err := pipe(socket, stdin, stdout); err != nil {
+		if f, ferr := os.OpenFile(filepath.Join(filepath.Dir(socket), "qemu.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); ferr == nil {
+			fmt.Fprintf(f, "undohost qemu pipe: %v\n", err)
+			f.Close()
+		}
+		return exit.Failure
+	}
+	return exit.OK
+}
+
+// pipe joins stdin and stdout to the Unix socket path. A VM whose link
 // was not made (a copy) reaches nothing.
 func pipe(path string, stdin io.Reader, stdout io.Writer) error {
 	c, err := net.Dial("unix", path)
