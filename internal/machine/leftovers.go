@@ -135,10 +135,7 @@ func notOwn(ps []procs.Proc, own []string) []procs.Proc {
 // its copy (ls, parents first, all LeftStopped), but those their parent
 // starts and subshells; s names the logs.
 func restart(ls []Leftover, s Step) {
-	dir := s.StateDir
-	if dir == "" {
-		dir = fork.DefaultStateDir
-	}
+	dir := s.stateDir()
 	name := strconv.Itoa(s.ID)
 	if s.ID == 0 {
 		name = time.Now().UTC().Format("20060102T150405.000000000")

@@ -32,6 +32,7 @@ import (
 	"github.com/undosh/undosh/internal/exit"
 	"github.com/undosh/undosh/internal/flock"
 	"github.com/undosh/undosh/internal/journal"
+	"github.com/undosh/undosh/internal/state"
 	"github.com/undosh/undosh/policy"
 )
 
@@ -61,7 +62,9 @@ type Step struct {
 	// Include lists the workspaces the step runs in: committed even
 	// inside a tree a commit leaves out (a project under /tmp).
 	Include []string
-	// StateDir holds the lock that serialises machine steps.
+	// StateDir holds the lock that serialises machine steps and the
+	// logs of the processes a kept step left running, started again;
+	// empty means this user's (state.Dir), as undosh's own.
 	StateDir string
 	// Protected are paths a commit may not change: undosh's own files,
 	// under the policy's self_protect. A step that changed one is not
@@ -206,11 +209,18 @@ func MechanismName(m enforce.Mode) string {
 	return m.String()
 }
 
+// stateDir is the step's state directory: the one it names, else this
+// user's, as undosh's own would be (state.Dir): root's /var/lib/undosh,
+// and for anyone else one that user may write.
+func (s Step) stateDir() string {
+	if s.StateDir != "" {
+		return s.StateDir
+	}
+	return state.Dir("", os.Getenv, os.Geteuid())
+}
+
 // lock serialises machine steps.
 func lock(stateDir string) (func(), error) {
-	if stateDir == "" {
-		stateDir = fork.DefaultStateDir
-	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -234,7 +244,7 @@ func Run(ctx context.Context, s Step, commit bool) (Outcome, error) {
 	if s.Timeout == 0 {
 		s.Timeout = 30 * time.Minute
 	}
-	unlock, err := lock(s.StateDir)
+	unlock, err := lock(s.stateDir())
 	if err != nil {
 		return out, fmt.Errorf("machine step lock: %w", err)
 	}
@@ -320,7 +330,7 @@ func Keep(plans []fork.Plan, s Step) (Outcome, error) {
 	for _, p := range plans {
 		out.Changes += len(p.Ops)
 	}
-	unlock, err := lock(s.StateDir)
+	unlock, err := lock(s.stateDir())
 	if err != nil {
 		return out, fmt.Errorf("machine step lock: %w", err)
 	}

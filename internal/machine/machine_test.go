@@ -302,3 +302,17 @@ func TestUndoNothing(t *testing.T) {
 		t.Errorf("a missing commit is not a conflict: %v", err)
 	}
 }
+
+// A step that names no state directory uses this user's, as undosh
+// does: $UNDOSH_STATE_DIR here, and never root's for a user who is not
+// root (undohost's local backend names none).
+func TestStepStateDir(t *testing.T) {
+	if got := (Step{StateDir: "/s"}).stateDir(); got != "/s" {
+		t.Errorf("a step naming /s: %q", got)
+	}
+	dir := t.TempDir()
+	t.Setenv("UNDOSH_STATE_DIR", dir)
+	if got := (Step{}).stateDir(); got != dir {
+		t.Errorf("a step naming none, with UNDOSH_STATE_DIR=%s: %q", dir, got)
+	}
+}
