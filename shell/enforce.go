@@ -217,13 +217,15 @@ func captureView(shared []string) (*fork.Copy, *enforce.View, error) {
 // writable paths w, what happens to its workspace roots that lie in a
 // writable path ([HeldRoots]): a mount namespace holds them read-only all
 // the same (held); where only Landlock can hold the step, nothing can,
-// and they are exposed.
+// and they are exposed. mode is what machine.Containment found here, a
+// view made Auto for a read-only step: anything but Landlock means a
+// mount namespace can be made.
 func holdRoots(mode enforce.Mode, roots []string, cwd, home string, w []string) (_ enforce.Mode, held, exposed []string) {
 	in := HeldRoots(roots, cwd, home, w)
-	if len(in) == 0 {
+	switch {
+	case len(in) == 0:
 		return mode, nil, nil
-	}
-	if _, err := enforce.Probe(enforce.MountNS); err != nil || mode == enforce.Landlock {
+	case mode == enforce.Landlock:
 		return mode, nil, in
 	}
 	return enforce.MountNS, in, nil
